@@ -1,0 +1,97 @@
+"""`CallRecord`: what latencykit knows about one finished call."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Optional
+
+Outcome = Literal["completed", "abandoned", "interrupted", "error"]
+"""How a call ended.
+
+- ``completed``: the terminal event arrived (``message_stop``, ``[DONE]``, ``response.completed``).
+- ``abandoned``: the caller stopped first (``break`` + ``close()``, left a ``with`` block, the
+  stream was garbage-collected, or the task was cancelled).
+- ``interrupted``: the server or the connection failed after content had arrived, or the
+  stream ended without its terminal event.
+- ``error``: the call failed before any content arrived (HTTP error, connection error,
+  ``error`` event before the first token).
+"""
+
+OUTCOMES: tuple[Outcome, ...] = ("completed", "abandoned", "interrupted", "error")
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """Timings, token counts and outcome of one LLM call. Times are seconds; ``None`` = unknown.
+
+    See ``docs/timing.md`` for exactly when each clock starts and stops.
+    """
+
+    provider: str
+    """``"anthropic"`` or ``"openai"`` (the GenAI ``gen_ai.provider.name``)."""
+    operation: str
+    """``"chat"`` for Messages / Chat Completions / Responses."""
+    request_model: Optional[str]
+    response_model: Optional[str] = None
+    response_id: Optional[str] = None
+    api: str = ""
+    """Which endpoint: ``"messages"``, ``"chat.completions"`` or ``"responses"``."""
+    method: str = ""
+    """How the caller asked: ``"create"``, ``"create(stream=True)"``, ``"stream"``, ``"parse"``."""
+    started_at: float = 0.0
+    """Wall-clock start (``time.time()``), for ordering records; not used for durations."""
+
+    ttfb: Optional[float] = None
+    """Call start → first event of any kind (diagnostic)."""
+    ttft: Optional[float] = None
+    """Call start → first event carrying a generated token (text, thinking, tool arguments)."""
+    tpot: Optional[float] = None
+    """(last token − first token) / (output_tokens − 1); ``None`` below 2 tokens."""
+    e2e: Optional[float] = None
+    """Call start → terminal event, error or abandonment."""
+    decode_time: Optional[float] = None
+    """First token → last token."""
+
+    chunks: int = 0
+    """Token-bearing events received."""
+    chunk_gap_mean: Optional[float] = None
+    chunk_gap_p50: Optional[float] = None
+    chunk_gap_p95: Optional[float] = None
+    chunk_gap_max: Optional[float] = None
+
+    input_tokens: Optional[int] = None
+    """All input tokens, cached ones included."""
+    uncached_input_tokens: Optional[int] = None
+    """Anthropic's own ``input_tokens``: the part that was neither read from nor written to cache."""
+    output_tokens: Optional[int] = None
+    """Output tokens as reported by the server's usage."""
+    reasoning_tokens: Optional[int] = None
+    cache_read_tokens: Optional[int] = None
+    cache_write_tokens: Optional[int] = None
+    cache_expected_tokens: Optional[int] = None
+    cache_verdict: Optional[str] = None
+    cache_miss_reason: Optional[str] = None
+
+    finish_reasons: tuple[str, ...] = ()
+    streamed: bool = True
+    """The request went over the wire as a stream."""
+    not_streamed_reason: Optional[str] = None
+    outcome: Outcome = "completed"
+    error_type: Optional[str] = None
+    """Class name of the exception for ``error`` / ``interrupted`` calls."""
+    server_address: Optional[str] = None
+    server_port: Optional[int] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cache_hit_ratio(self) -> Optional[float]:
+        """Cached input tokens / all input tokens, or ``None`` when either is unknown."""
+        if self.cache_read_tokens is None or not self.input_tokens:
+            return None
+        return self.cache_read_tokens / self.input_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-friendly dict of every field."""
+        d = asdict(self)
+        d["finish_reasons"] = list(self.finish_reasons)
+        return d

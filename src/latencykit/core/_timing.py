@@ -1,0 +1,181 @@
+"""The per-call timing state machine (sans-I/O, injected clock).
+
+A `CallTimer` is created just before the request is handed to the SDK ("call start") and
+then told, in order, about every event the SDK yields. Provider adapters decide whether an
+event carries a generated token; the timer only keeps times. It finalizes the record
+exactly once, whichever exit path gets there first, and hands it to a sink.
+
+When the clocks start and stop (see also ``docs/timing.md``):
+
+- call start: ``CallTimer.__init__`` (after request planning, before the SDK call).
+- TTFB: the first event of any kind (``message_start``, a role-only chunk, ``response.created``).
+- TTFT: the first event that carries a generated token on any channel.
+- last token: the last token-bearing event.
+- E2E: the terminal event if one arrived, else the moment of the error or abandonment.
+- TPOT: (last token − first token) / (output_tokens − 1), tokens from the server's usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Optional
+
+from ._record import CallRecord, Outcome
+
+__all__ = ["CallTimer", "Clock", "Sink"]
+
+Clock = Callable[[], float]
+Sink = Callable[[CallRecord], None]
+
+logger = logging.getLogger("latencykit")
+
+# Exceptions that mean "the caller stopped", not "the call failed".
+_CALLER_STOPS: tuple[type[BaseException], ...] = (
+    asyncio.CancelledError,
+    GeneratorExit,
+    KeyboardInterrupt,
+)
+
+
+class CallTimer:
+    """Times one call and finalizes its `CallRecord` exactly once."""
+
+    __slots__ = (
+        "record",
+        "_clock",
+        "_sink",
+        "_t0",
+        "_first_event",
+        "_first_token",
+        "_last_token",
+        "_gaps",
+        "_terminal_at",
+        "_done",
+    )
+
+    def __init__(self, record: CallRecord, *, clock: Clock, sink: Sink) -> None:
+        self.record = record
+        self._clock = clock
+        self._sink = sink
+        self._first_event: Optional[float] = None
+        self._first_token: Optional[float] = None
+        self._last_token: Optional[float] = None
+        self._gaps: list[float] = []
+        self._terminal_at: Optional[float] = None
+        self._done = False
+        self._t0 = clock()  # last, so that set-up above is not counted
+
+    # -- hot path: once per event -------------------------------------------------------
+    def event(self, token: bool) -> None:
+        """Note one event from the stream; ``token`` says whether it carries generated output."""
+        now = self._clock()
+        if self._first_event is None:
+            self._first_event = now
+        if token:
+            last = self._last_token
+            if last is None:
+                self._first_token = now
+            else:
+                self._gaps.append(now - last)
+            self._last_token = now
+
+    def terminal(self) -> None:
+        """The provider's terminal event arrived (``message_stop``, finish, ``response.completed``)."""
+        if self._terminal_at is None:
+            self._terminal_at = self._clock()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the record has been finalized."""
+        return self._done
+
+    @property
+    def saw_token(self) -> bool:
+        """Whether any token-bearing event has arrived (content reached the caller)."""
+        return self._first_token is not None
+
+    @property
+    def saw_terminal(self) -> bool:
+        """Whether the terminal event arrived."""
+        return self._terminal_at is not None
+
+    # -- exits ----------------------------------------------------------------------------
+    def exhausted(self) -> None:
+        """The SDK iterator ended. Without a terminal event that is a truncated stream."""
+        if self._terminal_at is not None:
+            self._finish("completed")
+        else:
+            self._finish(
+                "interrupted" if self._first_token is not None else "error",
+                "IncompleteStream",
+            )
+
+    def abandon(self) -> None:
+        """The caller closed the stream, left its ``with`` block, or dropped it (GC)."""
+        self._finish("completed" if self._terminal_at is not None else "abandoned")
+
+    def fail(self, exc: BaseException) -> None:
+        """An exception ended the call: the SDK's, a connection error, or a cancellation."""
+        if isinstance(exc, _CALLER_STOPS):
+            self.abandon()
+        elif self._terminal_at is not None:
+            self._finish("completed")
+        else:
+            self._finish(
+                "interrupted" if self._first_token is not None else "error",
+                type(exc).__name__,
+            )
+
+    def complete(self) -> None:
+        """A call that was not streamed returned its response."""
+        self._terminal_at = self._clock()
+        self._finish("completed")
+
+    # -- finalization ---------------------------------------------------------------------
+    def _finish(self, outcome: Outcome, error_type: Optional[str] = None) -> None:
+        if self._done:
+            return
+        self._done = True
+        end = self._terminal_at if self._terminal_at is not None else self._clock()
+        try:
+            self._fill(outcome, error_type, end)
+            self._sink(self.record)
+        except Exception:  # measurement never breaks the call
+            logger.exception("latencykit: failed to finalize a call record")
+
+    def _fill(self, outcome: Outcome, error_type: Optional[str], end: float) -> None:
+        rec = self.record
+        t0 = self._t0
+        rec.outcome = outcome
+        if error_type is not None and rec.error_type is None:
+            rec.error_type = error_type
+        rec.e2e = end - t0
+        if self._first_event is not None:
+            rec.ttfb = self._first_event - t0
+        first, last = self._first_token, self._last_token
+        if first is not None and last is not None:
+            rec.ttft = first - t0
+            rec.decode_time = last - first
+            n = rec.output_tokens
+            if n is not None and n >= 2:
+                rec.tpot = (last - first) / (n - 1)
+        gaps = self._gaps
+        rec.chunks = len(gaps) + (1 if first is not None else 0)
+        if gaps:
+            gaps.sort()
+            k = len(gaps)
+            rec.chunk_gap_mean = sum(gaps) / k
+            rec.chunk_gap_p50 = _quantile_sorted(gaps, 0.50)
+            rec.chunk_gap_p95 = _quantile_sorted(gaps, 0.95)
+            rec.chunk_gap_max = gaps[-1]
+        self._gaps = []
+
+
+def _quantile_sorted(xs: list[float], q: float) -> float:
+    """Linear-interpolated quantile of a sorted, non-empty list (numpy's default method)."""
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    frac = pos - lo
+    return xs[lo] + (xs[hi] - xs[lo]) * frac

@@ -1,0 +1,33 @@
+"""The single decision point for prompt caching.
+
+Every "how many prompt tokens were read from / written to the cache" question goes
+through `CacheModel.lookup`.  Usage fields and prefill time are derived from its answer:
+cached tokens skip prefill; written tokens are prefilled normally.  The default model
+caches nothing; a richer model can subclass it without touching the protocol handlers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["CacheModel", "CacheResult", "Provider"]
+
+Provider = Literal["anthropic", "openai-chat", "openai-responses"]
+
+
+@dataclass(frozen=True)
+class CacheResult:
+    """Prompt tokens served from cache and prompt tokens newly written to it."""
+
+    cached_tokens: int = 0
+    written_tokens: int = 0
+
+
+class CacheModel:
+    """No-op prompt cache: every request is a full miss that writes nothing."""
+
+    def lookup(self, provider: Provider, body: Mapping[str, Any], prompt_tokens: int) -> CacheResult:
+        """Decide the cache outcome for one request with `prompt_tokens` total prompt tokens."""
+        return CacheResult()

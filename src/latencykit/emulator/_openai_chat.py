@@ -1,0 +1,185 @@
+"""OpenAI Chat Completions (`POST /v1/chat/completions`): validation and chunk rendering.
+
+Shapes follow openai-stream-include-usage.yaml and openai-nonstream-cache-hit.yaml: a
+role-only first chunk in the preamble; `"usage": null` on every chunk plus a final
+`choices: []` usage chunk only when `stream_options.include_usage` is true; `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._cache import Provider
+from ._errors import BadRequest, openai_error
+from ._overrides import RequestOverrides
+from ._plan import GenerationPlan, ToolSpec, Unit, build_plan, group_units, output_budget
+from ._state import ServerState
+from ._stream import Prepared, sse
+from ._text import count_tokens, make_hex_id, make_id, request_key
+
+__all__ = ["API", "chat_usage"]
+
+_FINISH = {"end": "stop", "length": "length", "tool": "tool_calls"}
+
+
+def chat_usage(plan: GenerationPlan) -> dict[str, Any]:
+    """Chat Completions usage; `prompt_tokens` includes cached tokens, as in the real API."""
+    details: dict[str, Any] = {"cached_tokens": plan.cache.cached_tokens, "audio_tokens": 0}
+    if plan.cache.written_tokens:
+        details["cache_write_tokens"] = plan.cache.written_tokens
+    return {
+        "prompt_tokens": plan.prompt_tokens,
+        "completion_tokens": plan.output_tokens,
+        "total_tokens": plan.prompt_tokens + plan.output_tokens,
+        "prompt_tokens_details": details,
+        "completion_tokens_details": {
+            "reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+        },
+    }  # fmt: skip
+
+
+class _Formatter:
+    """Renders a plan as chat.completion.chunk events or a chat.completion body."""
+
+    def __init__(
+        self, plan: GenerationPlan, completion_id: str, created: int, fingerprint: str, include_usage: bool
+    ) -> None:
+        self.plan = plan
+        self.id = completion_id
+        self.created = created
+        self.fingerprint = fingerprint
+        self.include_usage = include_usage
+        self._opened: set[int] = set()
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return self._frame([choice])
+
+    def _frame(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
+        data: dict[str, Any] = {
+            "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.plan.model,
+            "system_fingerprint": self.fingerprint, "service_tier": "default", "choices": choices,
+        }  # fmt: skip
+        if self.include_usage:
+            data["usage"] = usage
+        return sse(data)
+
+    def _has_text(self) -> bool:
+        return any(seg.kind != "tool" for seg in self.plan.segments)
+
+    def preamble(self) -> list[bytes]:
+        # A tool-only answer starts with content null, so the reassembled stream matches the JSON body.
+        content: str | None = "" if self._has_text() or not self.plan.segments else None
+        return [self._chunk({"role": "assistant", "content": content, "refusal": None})]
+
+    def chunk(self, units: Sequence[Unit]) -> list[bytes]:
+        out: list[bytes] = []
+        for seg_index, text in group_units(units):
+            seg = self.plan.segments[seg_index]
+            if seg.kind != "tool":
+                out.append(self._chunk({"content": text}))
+                continue
+            call = sum(1 for s in self.plan.segments[:seg_index] if s.kind == "tool")
+            if seg_index not in self._opened:
+                self._opened.add(seg_index)
+                head = {"index": call, "id": seg.call_id, "type": "function", "function": {"name": seg.name, "arguments": ""}}
+                out.append(self._chunk({"tool_calls": [head]}))
+            out.append(self._chunk({"tool_calls": [{"index": call, "function": {"arguments": text}}]}))
+        return out
+
+    def finish(self) -> list[bytes]:
+        out = [self._chunk({}, _FINISH[self.plan.stop])]
+        if self.include_usage:
+            out.append(self._frame([], chat_usage(self.plan)))
+        out.append(sse("[DONE]"))
+        return out
+
+    def error(self) -> list[bytes]:
+        return [sse(openai_error(500))]
+
+    def body(self) -> dict[str, Any]:
+        text = "".join(seg.text for seg in self.plan.segments if seg.kind != "tool")
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": text if self._has_text() or not self.plan.segments else None,
+            "refusal": None,
+            "annotations": [],
+        }
+        calls = [
+            {"id": seg.call_id, "type": "function", "function": {"name": seg.name, "arguments": seg.text}}
+            for seg in self.plan.segments
+            if seg.kind == "tool"
+        ]
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.plan.model,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _FINISH[self.plan.stop]}],
+            "usage": chat_usage(self.plan), "service_tier": "default", "system_fingerprint": self.fingerprint,
+        }  # fmt: skip
+
+
+
+def forced_function(
+    tools: Any, choice: Any, overrides: RequestOverrides, name_of: Any, schema_of: Any
+) -> ToolSpec | None:
+    """The function an OpenAI request forces ("required", a named function, or the header)."""
+    if not isinstance(tools, list) or not tools:
+        return None
+    named = name_of(choice) if isinstance(choice, Mapping) and choice.get("type") == "function" else None
+    if not (overrides.tool_call or choice == "required" or named is not None):
+        return None
+    for tool in tools:
+        if isinstance(tool, Mapping) and (named is None or name_of(tool) == named):
+            schema = schema_of(tool)
+            return ToolSpec(str(name_of(tool) or "tool"), schema if isinstance(schema, Mapping) else {})
+    raise BadRequest(f"tool_choice names function {named!r}, which is not in tools")
+
+
+def _fn(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    fn = value.get("function")
+    return fn if isinstance(fn, Mapping) else {}
+
+
+class ChatAPI:
+    """The Chat Completions API as the server sees it."""
+
+    name: Provider = "openai-chat"
+    request_id_header = "x-request-id"
+    midstream_status = 500
+
+    def error_body(self, status: int, message: str | None = None) -> dict[str, Any]:
+        return openai_error(status, message)
+
+    def prepare(self, body: Mapping[str, Any], overrides: RequestOverrides, state: ServerState) -> Prepared:
+        for name, kind in (("model", str), ("messages", list)):
+            if not isinstance(body.get(name), kind):
+                raise BadRequest(f"Missing required parameter: '{name}'.")
+        if body.get("n") not in (None, 1):
+            raise BadRequest(f"n: only n=1 is supported by the emulator, got {body.get('n')!r}")
+        cap = body.get("max_completion_tokens", body.get("max_tokens"))
+        if cap is not None and not isinstance(cap, int):
+            raise BadRequest(f"max_completion_tokens must be an integer, got {cap!r}")
+        key, seed = request_key(body), state.seed
+        prompt_tokens = count_tokens(body)
+        budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, cap)
+        tool = forced_function(
+            body.get("tools"), body.get("tool_choice"), overrides, lambda v: _fn(v).get("name"),
+            lambda v: _fn(v).get("parameters"),
+        )  # fmt: skip
+        plan = build_plan(
+            seed=seed, key=key, model=body["model"], budget=budget, capped=capped, prompt_tokens=prompt_tokens,
+            cache=state.cache_model.lookup(self.name, body, prompt_tokens),
+            tool=tool, tool_call_id="call_" + make_id(seed, key, "call", 24),
+        )  # fmt: skip
+        options = body.get("stream_options")
+        include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        formatter = _Formatter(
+            plan, "chatcmpl-" + make_id(seed, key, "chatcmpl", 29), state.timestamp(),
+            "fp_" + make_hex_id(seed, "", "fingerprint", 10), include_usage,
+        )  # fmt: skip
+        return Prepared(plan, formatter, stream=body.get("stream") is True)
+
+
+API = ChatAPI()

@@ -1,0 +1,216 @@
+"""OpenAI Responses API (`POST /v1/responses`): validation and event rendering.
+
+Sequence follows openai-responses-stream-basic.yaml: `response.created`,
+`response.in_progress`, `response.output_item.added` and `response.content_part.added`
+form the preamble; `response.output_text.delta` (with `logprobs: []` and an
+`obfuscation` pad) at token times; then the `.done` events and `response.completed`
+(`response.incomplete` when `max_output_tokens` cut the answer, as the real API does).
+`sequence_number` is contiguous from 0.  The non-streaming body is the same Response
+object the terminal event carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._cache import Provider
+from ._errors import BadRequest, openai_error
+from ._openai_chat import forced_function
+from ._overrides import RequestOverrides
+from ._plan import GenerationPlan, Unit, build_plan, group_units, output_budget
+from ._state import ServerState
+from ._stream import Prepared, sse
+from ._text import count_tokens, make_hex_id, make_id, request_key
+
+__all__ = ["API"]
+
+OBFUSCATION_PAD = 16
+
+
+class _Formatter:
+    """Renders a plan as Responses stream events or a Response body."""
+
+    def __init__(self, plan: GenerationPlan, body: Mapping[str, Any], state: ServerState) -> None:
+        self.plan = plan
+        self.request = body
+        self.state = state
+        self.seed = state.seed
+        self.id = "resp_" + make_hex_id(state.seed, plan.key, "resp", 50)
+        self.created = state.timestamp()
+        self._seq = 0
+        self._open: int | None = None
+
+    def _event(self, data: dict[str, Any]) -> bytes:
+        data["sequence_number"] = self._seq
+        self._seq += 1
+        return sse(data, event=str(data["type"]))
+
+    def _item_id(self, index: int) -> str:
+        prefix = "fc_" if self.plan.segments[index].kind == "tool" else "msg_"
+        return prefix + make_hex_id(self.seed, self.plan.key, f"item{index}", 50)
+
+    def _item(self, index: int, final: bool) -> dict[str, Any]:
+        seg = self.plan.segments[index]
+        status = "completed" if final else "in_progress"
+        if seg.kind == "tool":
+            return {
+                "id": self._item_id(index), "type": "function_call", "status": status,
+                "arguments": seg.text if final else "", "call_id": seg.call_id, "name": seg.name,
+            }  # fmt: skip
+        content = [_part(seg.text)] if final else []
+        return {"id": self._item_id(index), "type": "message", "status": status, "content": content, "role": "assistant"}
+
+    def _response(self, status: str) -> dict[str, Any]:
+        req, plan, done = self.request, self.plan, status != "in_progress"
+        incomplete = status == "incomplete"
+        usage = None
+        if done:
+            usage = {
+                "input_tokens": plan.prompt_tokens,
+                "input_tokens_details": {
+                    "cached_tokens": plan.cache.cached_tokens, "cache_write_tokens": plan.cache.written_tokens,
+                },
+                "output_tokens": plan.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": plan.prompt_tokens + plan.output_tokens,
+            }  # fmt: skip
+        return {
+            "id": self.id, "object": "response", "created_at": self.created, "status": status,
+            "background": False, "completed_at": self.state.timestamp() if status == "completed" else None,
+            "error": None, "frequency_penalty": 0.0,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "instructions": req.get("instructions"), "max_output_tokens": req.get("max_output_tokens"),
+            "max_tool_calls": None, "model": plan.model,
+            "output": [self._item(i, final=True) for i in range(len(plan.segments))] if done else [],
+            "parallel_tool_calls": True, "presence_penalty": 0.0,
+            "previous_response_id": req.get("previous_response_id"),
+            "prompt_cache_key": req.get("prompt_cache_key"), "prompt_cache_retention": None,
+            "reasoning": {"effort": None, "summary": None}, "safety_identifier": None,
+            "service_tier": "default", "store": True, "temperature": req.get("temperature", 1.0),
+            "text": {"format": {"type": "text"}, "verbosity": "medium"},
+            "tool_choice": req.get("tool_choice", "auto"), "tools": [_tool(t) for t in req.get("tools") or []],
+            "top_logprobs": 0, "top_p": req.get("top_p", 1.0), "truncation": "disabled",
+            "usage": usage, "user": None, "metadata": req.get("metadata") or {},
+        }  # fmt: skip
+
+    def _open_item(self, index: int) -> list[bytes]:
+        self._open = index
+        out = [self._event({"type": "response.output_item.added", "item": self._item(index, False), "output_index": index})]
+        if self.plan.segments[index].kind != "tool":
+            out.append(self._event({
+                "type": "response.content_part.added", "content_index": 0, "item_id": self._item_id(index),
+                "output_index": index, "part": _part(""),
+            }))  # fmt: skip
+        return out
+
+    def _close_item(self) -> list[bytes]:
+        if self._open is None:
+            return []
+        index, self._open = self._open, None
+        seg, item_id = self.plan.segments[index], self._item_id(index)
+        out: list[bytes] = []
+        common = {"item_id": item_id, "output_index": index}
+        if seg.kind == "tool":
+            out.append(self._event({"type": "response.function_call_arguments.done", **common, "arguments": seg.text, "name": seg.name}))
+        else:
+            out.append(self._event({"type": "response.output_text.done", "content_index": 0, **common, "logprobs": [], "text": seg.text}))
+            out.append(self._event({"type": "response.content_part.done", "content_index": 0, **common, "part": _part(seg.text)}))
+        out.append(self._event({"type": "response.output_item.done", "item": self._item(index, True), "output_index": index}))
+        return out
+
+    def _delta(self, index: int, text: str) -> bytes:
+        seg, item_id = self.plan.segments[index], self._item_id(index)
+        # The real API pads deltas to a constant size so lengths don't leak through encryption.
+        pad = make_id(self.seed, self.plan.key, f"obf{self._seq}", max(OBFUSCATION_PAD - len(text), 1))
+        if seg.kind == "tool":
+            return self._event({
+                "type": "response.function_call_arguments.delta", "delta": text, "item_id": item_id,
+                "obfuscation": pad, "output_index": index,
+            })  # fmt: skip
+        return self._event({
+            "type": "response.output_text.delta", "content_index": 0, "delta": text, "item_id": item_id,
+            "logprobs": [], "obfuscation": pad, "output_index": index,
+        })  # fmt: skip
+
+    def preamble(self) -> list[bytes]:
+        out = [
+            self._event({"type": "response.created", "response": self._response("in_progress")}),
+            self._event({"type": "response.in_progress", "response": self._response("in_progress")}),
+        ]
+        if self.plan.segments:
+            out += self._open_item(0)
+        return out
+
+    def chunk(self, units: Sequence[Unit]) -> list[bytes]:
+        out: list[bytes] = []
+        for index, text in group_units(units):
+            if index != self._open:
+                out += self._close_item() + self._open_item(index)
+            out.append(self._delta(index, text))
+        return out
+
+    def _final_status(self) -> str:
+        return "incomplete" if self.plan.stop == "length" else "completed"
+
+    def finish(self) -> list[bytes]:
+        status = self._final_status()
+        return self._close_item() + [self._event({"type": f"response.{status}", "response": self._response(status)})]
+
+    def error(self) -> list[bytes]:
+        err = openai_error(500)["error"]
+        failed = self._response("failed")
+        failed["error"] = {"code": "server_error", "message": err["message"]}
+        return [
+            self._event({"type": "error", "code": "server_error", "message": err["message"], "param": None}),
+            self._event({"type": "response.failed", "response": failed}),
+        ]
+
+    def body(self) -> dict[str, Any]:
+        return self._response(self._final_status())
+
+
+def _part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+
+def _tool(tool: Any) -> Any:
+    if isinstance(tool, Mapping) and tool.get("type") == "function":
+        return {"strict": True, "description": None, "parameters": None, **tool}
+    return tool
+
+
+class ResponsesAPI:
+    """The Responses API as the server sees it."""
+
+    name: Provider = "openai-responses"
+    request_id_header = "x-request-id"
+    midstream_status = 500
+
+    def error_body(self, status: int, message: str | None = None) -> dict[str, Any]:
+        return openai_error(status, message)
+
+    def prepare(self, body: Mapping[str, Any], overrides: RequestOverrides, state: ServerState) -> Prepared:
+        if not isinstance(body.get("model"), str):
+            raise BadRequest("Missing required parameter: 'model'.")
+        if not isinstance(body.get("input", ""), (str, list)):
+            raise BadRequest(f"input must be a string or a list of items, got {body.get('input')!r}")
+        cap = body.get("max_output_tokens")
+        if cap is not None and not isinstance(cap, int):
+            raise BadRequest(f"max_output_tokens must be an integer, got {cap!r}")
+        key, seed = request_key(body), state.seed
+        prompt_tokens = count_tokens(body)
+        budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, cap)
+        tool = forced_function(
+            body.get("tools"), body.get("tool_choice"), overrides, lambda v: v.get("name"), lambda v: v.get("parameters")
+        )
+        plan = build_plan(
+            seed=seed, key=key, model=body["model"], budget=budget, capped=capped, prompt_tokens=prompt_tokens,
+            cache=state.cache_model.lookup(self.name, body, prompt_tokens),
+            tool=tool, tool_call_id="call_" + make_id(seed, key, "call", 24),
+        )  # fmt: skip
+        return Prepared(plan, _Formatter(plan, body, state), stream=body.get("stream") is True)
+
+
+API = ResponsesAPI()
+

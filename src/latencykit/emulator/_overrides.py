@@ -1,0 +1,74 @@
+"""Per-request behaviour overrides read from `x-emulator-*` HTTP headers.
+
+One parser for every knob, so adding a fault kind means adding one field here.
+Header times are absolute wall-clock milliseconds: they are NOT multiplied by
+`TimingModel.time_scale` and get neither jitter nor batch slowdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["HEADER_PREFIX", "RequestOverrides"]
+
+HEADER_PREFIX = "x-emulator-"
+
+
+def _number(headers: Mapping[str, str], name: str) -> float | None:
+    raw = headers.get(HEADER_PREFIX + name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"header {HEADER_PREFIX}{name} must be a number, got {raw!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"header {HEADER_PREFIX}{name} must be a finite number >= 0, got {raw!r}")
+    return value
+
+
+def _integer(headers: Mapping[str, str], name: str) -> int | None:
+    value = _number(headers, name)
+    if value is None:
+        return None
+    if value != int(value):
+        raise ValueError(f"header {HEADER_PREFIX}{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class RequestOverrides:
+    """Parsed `x-emulator-*` headers; `None` means "use the timing model"."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    output_tokens: int | None = None
+    tokens_per_chunk: int | None = None
+    status: int | None = None
+    retry_after: str | None = None
+    error_after_chunks: int | None = None
+    drop_after_chunks: int | None = None
+    tool_call: bool = False
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> RequestOverrides:
+        """Parse lower-cased request headers; raises `ValueError` naming the bad header."""
+        per_chunk = _integer(headers, "tokens-per-chunk")
+        if per_chunk == 0:
+            raise ValueError(f"header {HEADER_PREFIX}tokens-per-chunk must be >= 1, got 0")
+        status = _integer(headers, "status")
+        if status is not None and not 100 <= status <= 599:
+            raise ValueError(f"header {HEADER_PREFIX}status must be an HTTP status, got {status}")
+        tool = headers.get(HEADER_PREFIX + "tool-call", "").strip().lower()
+        return cls(
+            ttft_ms=_number(headers, "ttft-ms"),
+            tpot_ms=_number(headers, "tpot-ms"),
+            output_tokens=_integer(headers, "output-tokens"),
+            tokens_per_chunk=per_chunk,
+            status=status,
+            retry_after=headers.get(HEADER_PREFIX + "retry-after"),
+            error_after_chunks=_integer(headers, "error-after-chunks"),
+            drop_after_chunks=_integer(headers, "drop-after-chunks"),
+            tool_call=tool in ("1", "true", "yes"),
+        )

@@ -1,0 +1,156 @@
+"""The provider-neutral generation plan: what will be generated, decided before any sleeping.
+
+A plan is a list of segments (thinking, text, tool call), each a tuple of pieces; one
+piece is one generated token for timing and usage.  The plan is a pure function of
+(seed, canonical request, overrides), which is why a streamed and a non-streamed call of
+the same request carry the same text, ids and usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._cache import CacheResult
+from ._text import words
+
+__all__ = ["GenerationPlan", "Segment", "ToolSpec", "Unit", "build_plan", "tool_arguments"]
+
+SegmentKind = Literal["thinking", "text", "tool"]
+StopKind = Literal["end", "length", "tool"]
+ARGUMENT_FRAGMENT_CHARS = 10
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """The tool the emulator will call: its name and JSON schema."""
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One output block; `pieces` are its tokens (argument fragments for a tool call)."""
+
+    kind: SegmentKind
+    pieces: tuple[str, ...]
+    name: str = ""
+    call_id: str = ""
+
+    @property
+    def text(self) -> str:
+        """The whole block text (the full JSON arguments for a tool call)."""
+        return "".join(self.pieces)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One generated token, tagged with the index of the segment it belongs to."""
+
+    segment: int
+    text: str
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    """Everything a protocol formatter needs to render a response."""
+
+    key: str
+    model: str
+    segments: tuple[Segment, ...]
+    prompt_tokens: int
+    cache: CacheResult
+    stop: StopKind
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        """All tokens in generation order."""
+        return tuple(Unit(i, p) for i, seg in enumerate(self.segments) for p in seg.pieces)
+
+    @property
+    def output_tokens(self) -> int:
+        """Generated tokens, thinking and tool arguments included."""
+        return sum(len(seg.pieces) for seg in self.segments)
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """Prompt tokens that must be prefilled."""
+        return max(self.prompt_tokens - self.cache.cached_tokens, 0)
+
+
+def tool_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Deterministic arguments from a JSON schema's top-level properties."""
+    props = schema.get("properties")
+    args: dict[str, Any] = {}
+    if not isinstance(props, Mapping):
+        return args
+    for n, (name, spec) in enumerate(props.items(), start=1):
+        kind = spec.get("type") if isinstance(spec, Mapping) else None
+        if kind == "string":
+            args[name] = f"value-{n}"
+        elif kind in ("integer", "number"):
+            args[name] = n
+        elif kind == "boolean":
+            args[name] = True
+        else:
+            args[name] = None
+    return args
+
+
+def _fragments(text: str) -> tuple[str, ...]:
+    return tuple(text[i : i + ARGUMENT_FRAGMENT_CHARS] for i in range(0, len(text), ARGUMENT_FRAGMENT_CHARS))
+
+
+def build_plan(
+    *,
+    seed: int,
+    key: str,
+    model: str,
+    budget: int,
+    capped: bool,
+    prompt_tokens: int,
+    cache: CacheResult,
+    thinking: bool = False,
+    tool: ToolSpec | None = None,
+    tool_call_id: str = "",
+    text_before_tool: int = 0,
+) -> GenerationPlan:
+    """Lay out the segments for `budget` generated tokens (tool calls ignore the budget)."""
+    segments: list[Segment] = []
+    if tool is not None:
+        lead = min(text_before_tool, budget)
+        if lead:
+            segments.append(Segment("text", words(seed, key, "text", lead)))
+        args = json.dumps(tool_arguments(tool.schema))
+        segments.append(Segment("tool", _fragments(args), name=tool.name, call_id=tool_call_id))
+        stop: StopKind = "tool"
+    else:
+        think = budget // 2 if thinking else 0
+        if think:
+            segments.append(Segment("thinking", words(seed, key, "thinking", think)))
+        if budget - think:
+            segments.append(Segment("text", words(seed, key, "text", budget - think)))
+        stop = "length" if capped else "end"
+    return GenerationPlan(key, model, tuple(segments), prompt_tokens, cache, stop)
+
+
+def output_budget(default: int, override: int | None, cap: int | None) -> tuple[int, bool]:
+    """(tokens to generate, whether the request's cap cut them short)."""
+    wanted = override if override is not None else default
+    if cap is not None and cap < wanted:
+        return max(cap, 0), True
+    return wanted, False
+
+
+def group_units(units: Sequence[Unit]) -> list[tuple[int, str]]:
+    """Merge consecutive units of one segment, so a chunk renders one delta per block."""
+    groups: list[tuple[int, str]] = []
+    for unit in units:
+        if groups and groups[-1][0] == unit.segment:
+            groups[-1] = (unit.segment, groups[-1][1] + unit.text)
+        else:
+            groups.append((unit.segment, unit.text))
+    return groups

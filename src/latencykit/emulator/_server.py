@@ -1,0 +1,232 @@
+"""The aiohttp application, the threaded `Emulator` wrapper and the blocking `serve()`.
+
+`Emulator` runs the server on its own event loop in a daemon thread, so it works the
+same from synchronous code, from async tests (whose loop it never touches) and from
+the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from ._anthropic import API as ANTHROPIC
+from ._cache import CacheModel
+from ._errors import BadRequest, openai_error
+from ._openai_chat import API as OPENAI_CHAT
+from ._openai_responses import API as OPENAI_RESPONSES
+from ._overrides import RequestOverrides
+from ._state import EmulatorStats, RequestRecord, ServerState
+from ._stream import ProviderAPI, json_response, respond
+from ._text import make_id
+from ._timing import TimingModel
+
+__all__ = ["Emulator", "build_app", "serve"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Streams still open at stop() get this long to notice cancellation before the server goes.
+SHUTDOWN_TIMEOUT = 1.0
+START_TIMEOUT = 10.0
+
+
+def _endpoint(api: ProviderAPI, state: ServerState) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        state.stats.requests_total += 1
+        raw = await request.read()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        state.requests.append(RequestRecord(request.method, request.path, body, headers))
+        out = {api.request_id_header: "req_" + make_id(state.seed, str(time.time_ns()), "request", 24)}
+
+        def error(status: int, message: str | None = None) -> web.Response:
+            return json_response(api.error_body(status, message), status, out)
+
+        try:
+            overrides = RequestOverrides.from_headers(headers)
+        except ValueError as exc:
+            return error(400, str(exc))
+        if overrides.status is not None and overrides.status >= 400:
+            if overrides.retry_after is not None:
+                out["retry-after"] = overrides.retry_after
+            return error(overrides.status)
+        if not isinstance(body, dict):
+            return error(400, "request body must be a JSON object")
+        try:
+            prepared = api.prepare(body, overrides, state)
+        except BadRequest as exc:
+            return error(400, str(exc))
+        return await respond(request, api, prepared, overrides, state, out)
+
+    return handle
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    message = f"Unknown request URL: {request.method} {request.path}"
+    return web.json_response(openai_error(404, message), status=404)
+
+
+def build_app(state: ServerState) -> web.Application:
+    """The aiohttp application serving all three APIs from one state."""
+    app = web.Application()
+    app.router.add_post("/v1/messages", _endpoint(ANTHROPIC, state))
+    app.router.add_post("/v1/chat/completions", _endpoint(OPENAI_CHAT, state))
+    app.router.add_post("/v1/responses", _endpoint(OPENAI_RESPONSES, state))
+    app.router.add_get("/health", _health)
+    app.router.add_route("*", "/{tail:.*}", _not_found)
+    return app
+
+
+class Emulator:
+    """A local Anthropic/OpenAI-compatible server with a seeded timing model, run in a thread."""
+
+    def __init__(
+        self,
+        timing: TimingModel | None = None,
+        seed: int = 0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        created: int | None = None,
+        cache_model: CacheModel | None = None,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._state = ServerState(timing or TimingModel(), seed, created, cache_model or CacheModel())
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def timing(self) -> TimingModel:
+        """The timing model in force."""
+        return self._state.timing
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port (known once started)."""
+        if self._port is None:
+            raise RuntimeError("Emulator is not started; call start() or use it as a context manager")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """`http://host:port`, without a trailing slash; OpenAI clients need `+ "/v1"`."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A snapshot of the last (up to 1000) received requests, oldest first."""
+        return list(self._state.requests)
+
+    @property
+    def stats(self) -> EmulatorStats:
+        """Live counters (requests_total, active_streams, max_active_streams, connections_closed_early)."""
+        return self._state.stats
+
+    def start(self) -> Emulator:
+        """Bind the port and start serving in a daemon thread; returns self."""
+        if self._loop is not None:
+            raise RuntimeError("Emulator already started")
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(target=self._run_loop, args=(loop,), name="latencykit-emulator", daemon=True)
+        self._thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(self._start_server(), loop).result(START_TIMEOUT)
+        except BaseException:
+            self._shutdown_loop()
+            raise
+        return self
+
+    async def _start_server(self) -> None:
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._requested_port))
+        except BaseException:
+            sock.close()
+            raise
+        self._port = int(sock.getsockname()[1])
+        runner = web.AppRunner(
+            build_app(self._state), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
+        )
+        try:
+            await runner.setup()
+            self._runner = runner
+            # The site takes ownership of the socket; closing the runner closes it.
+            await web.SockSite(runner, sock).start()
+        except BaseException:
+            sock.close()
+            raise
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_forever()
+            # Anything still pending (a handler past the shutdown timeout) is cancelled and awaited,
+            # so closing the loop never destroys a pending task.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+    def stop(self) -> None:
+        """Stop serving, cancel open streams and join the thread; safe to call twice."""
+        loop, runner = self._loop, self._runner
+        if loop is None:
+            return
+        if runner is not None:
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(START_TIMEOUT + SHUTDOWN_TIMEOUT)
+            self._runner = None
+        self._shutdown_loop()
+
+    def _shutdown_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+        self._loop = self._thread = None
+        self._port = None
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def serve(
+    host: str = "127.0.0.1", port: int = 8000, timing: TimingModel | None = None, seed: int = 0
+) -> None:
+    """Run an emulator in the foreground until interrupted (used by `latencykit emulator`)."""
+    emulator = Emulator(timing=timing, seed=seed, host=host, port=port).start()
+    print(f"latencykit emulator listening on {emulator.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        emulator.stop()

@@ -1,0 +1,136 @@
+"""The timing model and the scheduler that applies it (a toy continuous-batching engine).
+
+`TimingModel` is plain configuration.  `Engine` owns the mutable state shared by all
+requests on one server: the FIFO of requests waiting for a decode slot, the number of
+requests currently decoding, and the seeded jitter RNG.  `Engine.run` is the one timing
+loop every protocol handler feeds on: it yields groups of generated-token units at the
+wall-clock instants the model says they are produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+import random
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ._overrides import RequestOverrides
+
+__all__ = ["Engine", "TimingModel"]
+
+_U = TypeVar("_U")
+
+
+@dataclass(frozen=True)
+class TimingModel:
+    """Seconds-based latency model of an LLM server; see the package docstring for semantics."""
+
+    base_ttft: float = 0.05
+    prefill_per_token: float = 2e-5
+    decode_per_token: float = 0.01
+    tokens_per_chunk: int = 1
+    max_concurrency: int = 64
+    batch_slowdown: float = 0.02
+    jitter: float = 0.0
+    time_scale: float = 1.0
+    output_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        for name in ("base_ttft", "prefill_per_token", "decode_per_token", "batch_slowdown", "jitter", "time_scale"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"TimingModel.{name} must be a finite number >= 0, got {value!r}")
+        for name in ("tokens_per_chunk", "max_concurrency"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"TimingModel.{name} must be an int >= 1, got {value!r}")
+        if not (isinstance(self.output_tokens, int) and self.output_tokens >= 0):
+            raise ValueError(f"TimingModel.output_tokens must be an int >= 0, got {self.output_tokens!r}")
+
+
+def chunked(units: Sequence[_U], size: int) -> list[Sequence[_U]]:
+    """Split `units` into consecutive groups of at most `size`."""
+    return [units[i : i + size] for i in range(0, len(units), size)]
+
+
+class Engine:
+    """Shared scheduler state: FIFO admission to `max_concurrency` slots plus seeded jitter."""
+
+    def __init__(self, timing: TimingModel, seed: int) -> None:
+        self.timing = timing
+        self.active = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._rng = random.Random(f"latencykit-emulator-jitter:{seed}")
+
+    async def acquire(self) -> None:
+        """Wait in FIFO order for a decode slot."""
+        if self.active < self.timing.max_concurrency and not self._waiters:
+            self.active += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            # A slot handed over at the same instant as the cancel must not leak.
+            if waiter.done() and not waiter.cancelled():
+                self.release()
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        """Free a slot, handing it straight to the oldest waiter so the count never dips."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.active -= 1
+
+    def _jitter(self) -> float:
+        sigma = self.timing.jitter
+        return math.exp(self._rng.gauss(0.0, sigma)) if sigma > 0 else 1.0
+
+    def ttft(self, uncached_prompt_tokens: int, overrides: RequestOverrides) -> float:
+        """Seconds from admission to the first generated token."""
+        if overrides.ttft_ms is not None:
+            return overrides.ttft_ms / 1000.0
+        t = self.timing
+        raw = t.base_ttft + t.prefill_per_token * uncached_prompt_tokens
+        return raw * t.time_scale * self._jitter()
+
+    def decode_step(self, overrides: RequestOverrides) -> float:
+        """Seconds to produce one token now, slowed by the other requests sharing the batch."""
+        if overrides.tpot_ms is not None:
+            return overrides.tpot_ms / 1000.0
+        t = self.timing
+        slowdown = 1.0 + t.batch_slowdown * max(self.active - 1, 0)
+        return t.decode_per_token * slowdown * t.time_scale * self._jitter()
+
+    async def run(
+        self, units: Sequence[_U], uncached_prompt_tokens: int, overrides: RequestOverrides
+    ) -> AsyncIterator[Sequence[_U]]:
+        """Yield `units` in chunks, each at its modelled wall-clock time; holds a slot meanwhile."""
+        loop = asyncio.get_running_loop()
+        per_chunk = overrides.tokens_per_chunk or self.timing.tokens_per_chunk
+        await self.acquire()
+        try:
+            # Absolute deadlines: sleeping "until" rather than "for" keeps long streams from drifting.
+            deadline = loop.time() + self.ttft(uncached_prompt_tokens, overrides)
+            for i, chunk in enumerate(chunked(units, per_chunk)):
+                if i:
+                    deadline += sum(self.decode_step(overrides) for _ in chunk)
+                await _sleep_until(loop, deadline)
+                yield chunk
+        finally:
+            self.release()
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+    delay = deadline - loop.time()
+    if delay > 0:
+        await asyncio.sleep(delay)

@@ -1,0 +1,110 @@
+"""What every wrapped call does before and around the SDK: settings, call start, pass-through."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
+
+from ..core._record import CallRecord
+from ..core._timing import CallTimer, Clock
+from ..telemetry._recorder import Recorder
+
+__all__ = ["Settings", "begin", "passthrough", "apassthrough", "raw_response_requested", "given", "helper_method"]
+
+T = TypeVar("T")
+
+_RAW_HEADER = "x-stainless-raw-response"
+
+
+@dataclass
+class Settings:
+    """latencykit's per-client options (shared by ``copy()`` / ``with_options()`` results)."""
+
+    recorder: Recorder = field(default_factory=Recorder)
+    provider: str = "anthropic"
+    clock: Clock = time.perf_counter
+
+
+def given(value: Any) -> bool:
+    """Whether a keyword argument was really given (not absent, ``None`` or the SDK's omit/NOT_GIVEN)."""
+    return value is not None and type(value).__name__ not in ("Omit", "NotGiven")
+
+
+def raw_response_requested(kwargs: Mapping[str, Any]) -> bool:
+    """``with_raw_response`` / ``with_streaming_response`` calls go to the SDK untouched."""
+    headers = kwargs.get("extra_headers")
+    if not isinstance(headers, Mapping):
+        return False
+    return any(isinstance(k, str) and k.lower() == _RAW_HEADER for k in headers)
+
+
+def helper_method(kwargs: Mapping[str, Any]) -> bool:
+    """Whether the SDK's own ``.stream()`` helper is making this call."""
+    headers = kwargs.get("extra_headers")
+    return isinstance(headers, Mapping) and any(
+        isinstance(k, str) and k.lower() == "x-stainless-helper-method" for k in headers
+    )
+
+
+def begin(
+    client: Any,
+    *,
+    api: str,
+    method: str,
+    model: Any,
+    streamed: bool = True,
+    reason: Optional[str] = None,
+) -> CallTimer:
+    """Start the clock for one call on ``client`` (a latencykit-wrapped SDK client)."""
+    settings: Settings = client._lk
+    url = client.base_url
+    port = url.port or (443 if url.scheme == "https" else 80)
+    rec = CallRecord(
+        provider=settings.provider,
+        operation="chat",
+        request_model=model if isinstance(model, str) else None,
+        api=api,
+        method=method,
+        started_at=time.time(),
+        streamed=streamed,
+        not_streamed_reason=reason,
+        server_address=url.host,
+        server_port=port,
+    )
+    return CallTimer(rec, clock=settings.clock, sink=settings.recorder.record)
+
+
+def passthrough(timer: CallTimer, call: Callable[[], T], on_result: Callable[[CallRecord, T], None]) -> T:
+    """Run a call the SDK will not stream; time it as a whole (no TTFT)."""
+    try:
+        result = call()
+    except BaseException as exc:
+        timer.fail(exc)
+        raise
+    _safe(on_result, timer.record, result)
+    timer.complete()
+    return result
+
+
+async def apassthrough(
+    timer: CallTimer, call: Callable[[], Awaitable[T]], on_result: Callable[[CallRecord, T], None]
+) -> T:
+    """Async twin of `passthrough`."""
+    try:
+        result = await call()
+    except BaseException as exc:
+        timer.fail(exc)
+        raise
+    _safe(on_result, timer.record, result)
+    timer.complete()
+    return result
+
+
+def _safe(fn: Callable[[CallRecord, T], None], rec: CallRecord, result: T) -> None:
+    try:
+        fn(rec, result)
+    except Exception:  # measurement never breaks the call
+        import logging
+
+        logging.getLogger("latencykit").debug("latencykit: could not read usage", exc_info=True)

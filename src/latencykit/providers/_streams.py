@@ -1,0 +1,137 @@
+"""Stream shells: observe an SDK ``Stream`` / ``AsyncStream`` in place, keeping its exact type.
+
+The SDK builds the stream object itself, so latencykit re-classes that instance to a
+subclass of its own class (``Stream`` → ``Observed[Stream]``) that adds one tap per event
+and finalizes the call record on every exit path: exhaustion, error, ``close()``, leaving a
+``with`` block, cancellation, or garbage collection (a ``weakref.finalize``). The
+subclass adds no state to the layout and overrides only public methods, so
+``isinstance(s, anthropic.Stream)``, ``s.response``, the SDK helpers that wrap a raw stream
+(``MessageStream``, ``ChatCompletionStream``, ``ResponseStream``) and ``with`` all keep working.
+The sync and async shells only iterate; all decisions live in the tap and the timer.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, AsyncIterator, Iterator, TypeVar
+
+from ._tap import Tap
+
+__all__ = ["observe_stream", "is_observed"]
+
+S = TypeVar("S")
+
+_TAP = "_lk_tap"
+
+
+def _sync_subclass(cls: type) -> type:
+    """``cls`` plus a tap on every item and a finalization on every exit path."""
+    base_iter, base_next, base_close = cls.__iter__, cls.__next__, cls.close  # type: ignore[attr-defined]
+
+    def __iter__(self: Any) -> Iterator[Any]:
+        tap: Tap = self.__dict__[_TAP]
+        try:
+            for item in base_iter(self):
+                if tap(item):
+                    yield item
+        except GeneratorExit:
+            raise  # the caller stopped iterating; close() / GC finalize the record
+        except BaseException as exc:
+            tap.timer.fail(exc)
+            raise
+        tap.timer.exhausted()
+
+    def __next__(self: Any) -> Any:
+        tap: Tap = self.__dict__[_TAP]
+        while True:
+            try:
+                item = base_next(self)
+            except StopIteration:
+                tap.timer.exhausted()
+                raise
+            except BaseException as exc:
+                tap.timer.fail(exc)
+                raise
+            if tap(item):
+                return item
+
+    def close(self: Any) -> None:
+        try:
+            base_close(self)
+        finally:
+            self.__dict__[_TAP].timer.abandon()
+
+    return _subclass(cls, {"__iter__": __iter__, "__next__": __next__, "close": close})
+
+
+def _async_subclass(cls: type) -> type:
+    """Async twin of `_sync_subclass`."""
+    base_aiter, base_anext, base_close = cls.__aiter__, cls.__anext__, cls.close  # type: ignore[attr-defined]
+
+    async def __aiter__(self: Any) -> AsyncIterator[Any]:
+        tap: Tap = self.__dict__[_TAP]
+        try:
+            async for item in base_aiter(self):
+                if tap(item):
+                    yield item
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            tap.timer.fail(exc)
+            raise
+        tap.timer.exhausted()
+
+    async def __anext__(self: Any) -> Any:
+        tap: Tap = self.__dict__[_TAP]
+        while True:
+            try:
+                item = await base_anext(self)
+            except StopAsyncIteration:
+                tap.timer.exhausted()
+                raise
+            except BaseException as exc:
+                tap.timer.fail(exc)
+                raise
+            if tap(item):
+                return item
+
+    async def close(self: Any) -> None:
+        try:
+            await base_close(self)
+        finally:
+            self.__dict__[_TAP].timer.abandon()
+
+    return _subclass(cls, {"__aiter__": __aiter__, "__anext__": __anext__, "close": close})
+
+
+def _subclass(cls: type, methods: dict[str, Any]) -> type:
+    # A direct subclass with no new slots has the same layout, so __class__ may be reassigned.
+    namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__slots__": (), **methods}
+    return type(cls.__name__, (cls,), namespace)
+
+
+_classes: dict[type, type] = {}
+
+
+def _observed_class(cls: type) -> type:
+    sub = _classes.get(cls)
+    if sub is None:
+        sub = _async_subclass(cls) if hasattr(cls, "__aiter__") else _sync_subclass(cls)
+        _classes[cls] = sub
+    return sub
+
+
+def is_observed(stream: object) -> bool:
+    """Whether ``stream`` already reports to a latencykit tap."""
+    return _TAP in getattr(stream, "__dict__", {})
+
+
+def observe_stream(stream: S, tap: Tap) -> S:
+    """Make ``stream`` report every event to ``tap``; returns the same object."""
+    if is_observed(stream):
+        return stream  # one record per stream, whoever asks twice
+    stream.__class__ = _observed_class(type(stream))
+    stream.__dict__[_TAP] = tap
+    # Last resort: a stream dropped unclosed is finalized when collected.
+    weakref.finalize(stream, tap.timer.abandon)
+    return stream

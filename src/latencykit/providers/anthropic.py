@@ -1,0 +1,261 @@
+"""Anthropic Messages: the event tap, the observed ``messages`` resource, and the clients.
+
+``messages.create(stream=False)`` is sent as a stream and reassembled with the SDK's own
+``accumulate_event`` into the exact ``anthropic.types.Message``; ``create(stream=True)``
+returns the SDK's ``Stream`` observed in place; ``messages.stream()`` returns the SDK's
+``MessageStreamManager`` whose raw stream is observed when the ``with`` block opens.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from types import TracebackType
+from typing import Any, Optional
+
+import anthropic
+from anthropic.lib.streaming import AsyncMessageStream, AsyncMessageStreamManager, MessageStream, MessageStreamManager
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.resources.messages import AsyncMessages, Messages
+from anthropic.types import Message
+
+from .._errors import IncompleteStreamError
+from ..core._record import CallRecord
+from ..core._timing import CallTimer
+from ..core._usage import apply_anthropic_usage
+from ..telemetry._recorder import Recorder
+from ._calls import apassthrough, begin, given, passthrough, raw_response_requested
+from ._client import LatencyClientMixin
+from ._streams import observe_stream
+from ._tap import Tap
+
+__all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator"]
+
+_API = "messages"
+
+# Which attribute of a content_block_delta carries generated output, per delta type.
+# signature_delta carries no token; unknown delta types are conservatively not tokens.
+_TOKEN_FIELD = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "input_json_delta": "partial_json",
+    "citations_delta": "citation",
+}
+
+
+class AnthropicTap(Tap):
+    """Marks token-bearing deltas, reads usage from message_start / message_delta, and the stop."""
+
+    __slots__ = ()
+
+    def __call__(self, event: Any) -> bool:
+        timer = self.timer
+        kind = event.type
+        if kind == "content_block_delta":
+            delta = event.delta
+            field = _TOKEN_FIELD.get(delta.type)
+            timer.event(field is not None and bool(getattr(delta, field, None)))
+            return True
+        timer.event(False)
+        if kind == "message_start":
+            rec = timer.record
+            msg = event.message
+            rec.response_model = msg.model
+            rec.response_id = msg.id
+            apply_anthropic_usage(rec, msg.usage)
+        elif kind == "message_delta":
+            rec = timer.record
+            # Usage on message_delta is cumulative: the last one wins.
+            apply_anthropic_usage(rec, event.usage)
+            reason = event.delta.stop_reason
+            if reason:
+                rec.finish_reasons = (reason,)
+        elif kind == "message_stop":
+            timer.terminal()
+        return True
+
+
+class MessageAccumulator:
+    """Folds raw stream events into the ``Message`` a non-streaming call returns (SDK accumulator)."""
+
+    __slots__ = ("_snapshot", "_json_bufs")
+
+    def __init__(self) -> None:
+        self._snapshot: Any = None
+        self._json_bufs: dict[int, bytes] = {}
+
+    def feed(self, event: Any) -> None:
+        """Accumulate one raw event."""
+        self._snapshot = accumulate_event(event=event, current_snapshot=self._snapshot, json_bufs=self._json_bufs)
+
+    def message(self, complete: bool) -> Message:
+        """The reassembled ``anthropic.types.Message``; raises if the stream was cut short."""
+        partial = None if self._snapshot is None else Message.construct(**self._snapshot.to_dict())
+        if not complete or partial is None:
+            raise IncompleteStreamError("the stream ended before message_stop", partial)
+        return partial
+
+
+def _on_message(rec: CallRecord, message: Any) -> None:
+    rec.response_model = getattr(message, "model", None)
+    rec.response_id = getattr(message, "id", None)
+    apply_anthropic_usage(rec, getattr(message, "usage", None))
+    reason = getattr(message, "stop_reason", None)
+    if reason:
+        rec.finish_reasons = (reason,)
+
+
+def _not_streamable(kwargs: dict[str, Any]) -> Optional[str]:
+    """Why a create() call must go as the caller sent it, or ``None`` to stream it."""
+    if kwargs.get("max_tokens") == 0:
+        return "max_tokens=0 (cache pre-warm) is rejected with stream=true"
+    extra = kwargs.get("extra_body")
+    if isinstance(extra, dict) and "stream" in extra:
+        return "stream set through extra_body"
+    return None
+
+
+def _begin(client: Any, method: str, kwargs: dict[str, Any], reason: Optional[str] = None) -> CallTimer:
+    return begin(client, api=_API, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason)
+
+
+class _ObservedMessageStreamManager(MessageStreamManager):  # type: ignore[type-arg]
+    """The SDK's manager, with the call timed from ``__enter__`` and the raw stream observed."""
+
+    def __init__(self, inner: MessageStreamManager[Any], client: Any, kwargs: dict[str, Any]) -> None:  # noqa: D107
+        self._lk_inner = inner
+        self._lk_client = client
+        self._lk_kwargs = kwargs
+
+    def __enter__(self) -> MessageStream[Any]:
+        timer = _begin(self._lk_client, "stream", self._lk_kwargs)
+        try:
+            stream = self._lk_inner.__enter__()
+        except BaseException as exc:
+            timer.fail(exc)
+            raise
+        observe_stream(stream._raw_stream, AnthropicTap(timer))
+        return stream
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        self._lk_inner.__exit__(exc_type, exc, exc_tb)
+
+
+class _ObservedAsyncMessageStreamManager(AsyncMessageStreamManager):  # type: ignore[type-arg]
+    """Async twin of `_ObservedMessageStreamManager`."""
+
+    def __init__(self, inner: AsyncMessageStreamManager[Any], client: Any, kwargs: dict[str, Any]) -> None:  # noqa: D107
+        self._lk_inner = inner
+        self._lk_client = client
+        self._lk_kwargs = kwargs
+
+    async def __aenter__(self) -> AsyncMessageStream[Any]:
+        timer = _begin(self._lk_client, "stream", self._lk_kwargs)
+        try:
+            stream = await self._lk_inner.__aenter__()
+        except BaseException as exc:
+            timer.fail(exc)
+            raise
+        observe_stream(stream._raw_stream, AnthropicTap(timer))
+        return stream
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        await self._lk_inner.__aexit__(exc_type, exc, exc_tb)
+
+
+class _Messages(Messages):
+    """``client.messages`` that always streams and times every call."""
+
+    def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        if raw_response_requested(kwargs):
+            return super().create(**kwargs)
+        reason = _not_streamable(kwargs)
+        if reason is not None:
+            timer = _begin(self._client, "create", kwargs, reason)
+            return passthrough(timer, lambda: super(_Messages, self).create(**kwargs), _on_message)
+        caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
+        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs)
+        try:
+            raw = super().create(**{**kwargs, "stream": True})
+        except BaseException as exc:
+            timer.fail(exc)
+            raise
+        observe_stream(raw, AnthropicTap(timer))
+        if caller_streams:
+            return raw
+        acc = MessageAccumulator()
+        with raw:
+            for event in raw:
+                acc.feed(event)
+        return acc.message(timer.saw_terminal)
+
+    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return _ObservedMessageStreamManager(super().stream(**kwargs), self._client, kwargs)
+
+
+class _AsyncMessages(AsyncMessages):
+    """Async ``client.messages`` that always streams and times every call."""
+
+    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        if raw_response_requested(kwargs):
+            return await super().create(**kwargs)
+        reason = _not_streamable(kwargs)
+        if reason is not None:
+            timer = _begin(self._client, "create", kwargs, reason)
+            return await apassthrough(timer, lambda: super(_AsyncMessages, self).create(**kwargs), _on_message)
+        caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
+        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs)
+        try:
+            raw = await super().create(**{**kwargs, "stream": True})
+        except BaseException as exc:
+            timer.fail(exc)
+            raise
+        observe_stream(raw, AnthropicTap(timer))
+        if caller_streams:
+            return raw
+        acc = MessageAccumulator()
+        async with raw:
+            async for event in raw:
+                acc.feed(event)
+        return acc.message(timer.saw_terminal)
+
+    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return _ObservedAsyncMessageStreamManager(super().stream(**kwargs), self._client, kwargs)
+
+
+class _AnthropicMixin(LatencyClientMixin):
+    _lk_provider = "anthropic"
+
+    @cached_property
+    def messages(self) -> Messages:
+        """The observed Messages resource."""
+        return _Messages(self)  # type: ignore[arg-type]
+
+
+class _AsyncAnthropicMixin(LatencyClientMixin):
+    _lk_provider = "anthropic"
+
+    @cached_property
+    def messages(self) -> AsyncMessages:
+        """The observed async Messages resource."""
+        return _AsyncMessages(self)  # type: ignore[arg-type]
+
+
+class Anthropic(_AnthropicMixin, anthropic.Anthropic):
+    """``anthropic.Anthropic`` that always streams and records every call in ``client.latency``.
+
+    Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).
+    """
+
+    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
+        super().__init__(*args, recorder=recorder, **kwargs)
+
+
+class AsyncAnthropic(_AsyncAnthropicMixin, anthropic.AsyncAnthropic):
+    """``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``."""
+
+    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
+        super().__init__(*args, recorder=recorder, **kwargs)

@@ -1,0 +1,4 @@
+"""Where finished call records go: the in-process Recorder, its summaries and reports.
+
+May import ``latencykit.core`` and numpy; never the providers.
+"""
