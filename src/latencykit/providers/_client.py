@@ -1,21 +1,28 @@
-"""The client mixin shared by both providers, and `wrap()` for existing SDK clients.
+"""latencykit client classes, built the same way for every SDK client class and variant.
 
-A latencykit client *is* an SDK client: ``lk.Anthropic`` subclasses ``anthropic.Anthropic``
-and only replaces the resources it observes (``messages``; ``chat`` and ``responses``).
-Everything else — ``beta``, ``models``, ``with_raw_response``, middleware, retries — is the
-SDK's own. ``copy()`` / ``with_options()`` keep the same Recorder.
+A latencykit client *is* an SDK client: ``lk.Anthropic`` is a direct subclass of
+``anthropic.Anthropic`` that replaces only the resources it observes (``messages``;
+``chat`` and ``responses``) and adds ``latency``. Everything else — ``beta``, ``models``,
+``with_raw_response``, middleware, retries — is the SDK's own. ``copy()`` /
+``with_options()`` keep the same Recorder.
+
+`wrap()` gives an existing client (``AnthropicBedrock``, ``AzureOpenAI``, ...) the same
+treatment: a shallow clone re-classed to a direct subclass of its class. Direct
+subclasses with no new slots keep the instance layout, which is what makes the re-classing
+legal; that is also why the methods below take the SDK base from the class instead of
+using ``super()``.
 """
 
 from __future__ import annotations
 
 import copy as _copy
 import functools
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..telemetry._recorder import Recorder
 from ._calls import Settings
 
-__all__ = ["LatencyClientMixin", "clone_as"]
+__all__ = ["client_class", "clone_as", "is_latency_client"]
 
 
 def _check_recorder(recorder: Any) -> Recorder:
@@ -26,54 +33,65 @@ def _check_recorder(recorder: Any) -> Recorder:
     return recorder
 
 
-class LatencyClientMixin:
-    """Adds ``latency`` (the client's `Recorder`) and keeps it across ``copy()``."""
-
-    _lk: Settings
-    _lk_provider: str = "anthropic"
-
-    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
-        settings = Settings(recorder=_check_recorder(recorder), provider=self._lk_provider)
-        super().__init__(*args, **kwargs)
-        self._lk = settings
-
-    @property
-    def latency(self) -> Recorder:
-        """This client's `Recorder`: ``.last``, ``.calls``, ``.summary()``, ``.cache_report()``."""
-        return self._lk.recorder
-
-    def copy(self, *args: Any, **kwargs: Any) -> Any:
-        """The SDK's ``copy()``, sharing this client's Recorder and options."""
-        new = super().copy(*args, **kwargs)  # type: ignore[misc]
-        new._lk = self._lk
-        return new
-
-    def with_options(self, *args: Any, **kwargs: Any) -> Any:
-        """The SDK's ``with_options()``, sharing this client's Recorder and options."""
-        return self.copy(*args, **kwargs)
+def _init(self: Any, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
+    settings = Settings(recorder=_check_recorder(recorder), provider=type(self)._lk_provider)
+    type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
+    self._lk = settings
 
 
-_wrapped_classes: dict[tuple[type, type], type] = {}
+def _copy_client(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """The SDK's ``copy()`` / ``with_options()``, sharing this client's Recorder and options."""
+    new = type(self)._lk_sdk_base.copy(self, *args, **kwargs)
+    new._lk = self._lk
+    return new
 
 
-def clone_as(
-    client: Any, mixin: type, recorder: Optional[Recorder], provider: str, cls: Optional[type] = None
-) -> Any:
-    """A shallow clone of ``client`` whose class is ``(mixin, type(client))``.
+def _latency(self: Any) -> Recorder:
+    """This client's `Recorder`: ``.last``, ``.calls``, ``.summary()``, ``.cache_report()``."""
+    recorder: Recorder = self._lk.recorder
+    return recorder
+
+
+_classes: dict[type, type] = {}
+
+
+def client_class(base: type, resources: dict[str, Callable[[Any], Any]], provider: str, doc: str = "") -> type:
+    """The latencykit subclass of SDK client class ``base`` (cached per base)."""
+    cls = _classes.get(base)
+    if cls is not None:
+        return cls
+    namespace: dict[str, Any] = {
+        "__module__": "latencykit",
+        "__qualname__": base.__qualname__,
+        "__doc__": doc or f"``{base.__module__}.{base.__qualname__}`` that always streams and times every call.",
+        "__init__": _init,
+        "copy": _copy_client,
+        "with_options": _copy_client,
+        "latency": property(_latency),
+        "_lk_sdk_base": base,
+        "_lk_provider": provider,
+    }
+    for attr, factory in resources.items():
+        namespace[attr] = functools.cached_property(factory)
+    cls = type(base.__name__, (base,), namespace)
+    _classes[base] = cls
+    return cls
+
+
+def is_latency_client(client: object) -> bool:
+    """Whether ``client`` is already a latencykit client."""
+    return hasattr(type(client), "_lk_sdk_base")
+
+
+def clone_as(client: Any, cls: type, recorder: Optional[Recorder], provider: str) -> Any:
+    """A shallow clone of ``client`` re-classed to ``cls`` (a direct subclass of its class).
 
     The clone shares the original's HTTP client, credentials and options; the original
     object is left untouched. Resources the SDK cached on the original are dropped so the
-    clone builds its own (observed) ones.
+    clone builds its own observed ones.
     """
-    base = type(client)
-    key = (mixin, base)
-    if cls is None:
-        cls = _wrapped_classes.get(key)
-    if cls is None:
-        cls = type(base.__name__, (mixin, base), {"__module__": mixin.__module__, "_lk_provider": provider})
-        _wrapped_classes[key] = cls
     new = _copy.copy(client)
-    for klass in base.__mro__:
+    for klass in type(client).__mro__:
         for name, attr in vars(klass).items():
             if isinstance(attr, functools.cached_property):
                 new.__dict__.pop(name, None)

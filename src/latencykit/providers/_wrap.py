@@ -8,15 +8,16 @@ import anthropic
 import openai
 
 from ..telemetry._recorder import Recorder
-from ._client import LatencyClientMixin, clone_as
-from .anthropic import Anthropic, AsyncAnthropic, _AnthropicMixin, _AsyncAnthropicMixin
-from .openai import AsyncOpenAI, OpenAI, _AsyncOpenAIMixin, _OpenAIMixin
+from . import anthropic as _ant
+from . import openai as _oai
+from ._calls import Settings
+from ._client import client_class, clone_as, is_latency_client
 
 __all__ = ["wrap"]
 
 C = TypeVar("C")
 
-# GenAI semconv provider names for SDK client variants (gen_ai.provider.name).
+# GenAI semconv provider names (gen_ai.provider.name) for SDK client variants.
 _PROVIDER_NAMES = {
     "AnthropicBedrock": "aws.bedrock",
     "AsyncAnthropicBedrock": "aws.bedrock",
@@ -27,51 +28,48 @@ _PROVIDER_NAMES = {
 }
 
 
-def _mixin_for(client: Any) -> tuple[type, str]:
+def _plan(client: Any) -> tuple[dict[str, Any], str]:
+    """Which resources to observe on ``client``, and its provider name."""
     root = type(client).__module__.split(".", 1)[0]
     name = _PROVIDER_NAMES.get(type(client).__name__)
     if root == "anthropic" and hasattr(client, "messages"):
         is_async = isinstance(client.messages, anthropic.resources.AsyncMessages)
-        return (_AsyncAnthropicMixin if is_async else _AnthropicMixin), name or "anthropic"
-    if root == "openai" and hasattr(client, "chat"):
+        return (_ant.ASYNC_RESOURCES if is_async else _ant.RESOURCES), name or "anthropic"
+    if root == "openai" and hasattr(client, "chat") and hasattr(client, "responses"):
         is_async = isinstance(client.chat, openai.resources.chat.AsyncChat)
-        return (_AsyncOpenAIMixin if is_async else _OpenAIMixin), name or "openai"
+        return (_oai.ASYNC_RESOURCES if is_async else _oai.RESOURCES), name or "openai"
     raise TypeError(
-        f"latencykit.wrap() expects an anthropic or openai SDK client, got {type(client).__module__}.{type(client).__qualname__}"
+        "latencykit.wrap() expects an anthropic or openai SDK client, "
+        f"got {type(client).__module__}.{type(client).__qualname__}"
     )
 
 
 @overload
-def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None) -> Anthropic: ...
+def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None) -> _ant.Anthropic: ...
 @overload
-def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None) -> AsyncAnthropic: ...
+def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None) -> _ant.AsyncAnthropic: ...
 @overload
-def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None) -> OpenAI: ...
+def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None) -> _oai.OpenAI: ...
 @overload
-def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None) -> AsyncOpenAI: ...
+def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None) -> _oai.AsyncOpenAI: ...
 @overload
 def wrap(client: C, *, recorder: Optional[Recorder] = None) -> C: ...
 def wrap(client: Any, *, recorder: Optional[Recorder] = None) -> Any:
     """Return a latencykit client built on an existing SDK client (Bedrock, Vertex, Azure included).
 
-    The result shares the original's HTTP connection pool, credentials and options; the
-    original object is not modified. Wrapping an already wrapped client returns it as is,
-    or, with ``recorder=``, a copy that records into that Recorder.
+    The result is an instance of the client's own class (and of ``lk.Anthropic`` etc. for
+    the plain SDK classes), shares its HTTP connection pool, credentials and options, and
+    records into ``recorder`` (a new `Recorder` by default). The original object is not
+    modified. Wrapping a latencykit client returns it as is, or, with another
+    ``recorder=``, a copy that records there.
     """
-    if isinstance(client, LatencyClientMixin):
+    if is_latency_client(client):
         if recorder is None or recorder is client.latency:
             return client
+        if not isinstance(recorder, Recorder):
+            raise ValueError(f"recorder must be a latencykit.Recorder, got {recorder!r}")
         new = client.copy()
-        new._lk = type(client._lk)(recorder=recorder, provider=client._lk.provider, clock=client._lk.clock)
+        new._lk = Settings(recorder=recorder, provider=client._lk.provider, clock=client._lk.clock)
         return new
-    mixin, provider = _mixin_for(client)
-    if type(client) in (anthropic.Anthropic, anthropic.AsyncAnthropic, openai.OpenAI, openai.AsyncOpenAI):
-        # The exact SDK classes get the public latencykit classes, so isinstance works both ways.
-        public = {
-            anthropic.Anthropic: Anthropic,
-            anthropic.AsyncAnthropic: AsyncAnthropic,
-            openai.OpenAI: OpenAI,
-            openai.AsyncOpenAI: AsyncOpenAI,
-        }[type(client)]
-        return clone_as(client, mixin, recorder, provider, cls=public)
-    return clone_as(client, mixin, recorder, provider)
+    resources, provider = _plan(client)
+    return clone_as(client, client_class(type(client), resources, provider), recorder, provider)

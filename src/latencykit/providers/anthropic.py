@@ -8,9 +8,8 @@ returns the SDK's ``Stream`` observed in place; ``messages.stream()`` returns th
 
 from __future__ import annotations
 
-from functools import cached_property
 from types import TracebackType
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import anthropic
 from anthropic.lib.streaming import AsyncMessageStream, AsyncMessageStreamManager, MessageStream, MessageStreamManager
@@ -24,7 +23,7 @@ from ..core._timing import CallTimer
 from ..core._usage import apply_anthropic_usage
 from ..telemetry._recorder import Recorder
 from ._calls import apassthrough, begin, given, passthrough, raw_response_requested
-from ._client import LatencyClientMixin
+from ._client import client_class
 from ._streams import observe_stream
 from ._tap import Tap
 
@@ -226,36 +225,37 @@ class _AsyncMessages(AsyncMessages):
         return _ObservedAsyncMessageStreamManager(super().stream(**kwargs), self._client, kwargs)
 
 
-class _AnthropicMixin(LatencyClientMixin):
-    _lk_provider = "anthropic"
+RESOURCES = {"messages": _Messages}
+ASYNC_RESOURCES = {"messages": _AsyncMessages}
 
-    @cached_property
-    def messages(self) -> Messages:
-        """The observed Messages resource."""
-        return _Messages(self)  # type: ignore[arg-type]
+if TYPE_CHECKING:
 
+    class Anthropic(anthropic.Anthropic):
+        """``anthropic.Anthropic`` that always streams and records every call in ``client.latency``."""
 
-class _AsyncAnthropicMixin(LatencyClientMixin):
-    _lk_provider = "anthropic"
+        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        @property
+        def latency(self) -> Recorder: ...
 
-    @cached_property
-    def messages(self) -> AsyncMessages:
-        """The observed async Messages resource."""
-        return _AsyncMessages(self)  # type: ignore[arg-type]
+    class AsyncAnthropic(anthropic.AsyncAnthropic):
+        """``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``."""
 
+        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        @property
+        def latency(self) -> Recorder: ...
 
-class Anthropic(_AnthropicMixin, anthropic.Anthropic):
-    """``anthropic.Anthropic`` that always streams and records every call in ``client.latency``.
-
-    Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).
-    """
-
-    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
-        super().__init__(*args, recorder=recorder, **kwargs)
-
-
-class AsyncAnthropic(_AsyncAnthropicMixin, anthropic.AsyncAnthropic):
-    """``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``."""
-
-    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
-        super().__init__(*args, recorder=recorder, **kwargs)
+else:
+    Anthropic = client_class(
+        anthropic.Anthropic,
+        RESOURCES,
+        "anthropic",
+        "``anthropic.Anthropic`` that always streams and records every call in ``client.latency``.\n\n"
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+    )
+    AsyncAnthropic = client_class(
+        anthropic.AsyncAnthropic,
+        ASYNC_RESOURCES,
+        "anthropic",
+        "``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``.\n\n"
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+    )

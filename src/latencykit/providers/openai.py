@@ -11,7 +11,7 @@ through the SDK's own helpers, which call the observed ``create``.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -25,7 +25,7 @@ from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
 from ..telemetry._recorder import Recorder
 from ._calls import apassthrough, begin, given, helper_method, passthrough, raw_response_requested
-from ._client import LatencyClientMixin
+from ._client import client_class
 from ._streams import observe_stream
 from ._tap import Tap
 
@@ -172,7 +172,8 @@ def completion_from_state(state: ChatCompletionStreamState[Any]) -> ChatCompleti
 
     The SDK's snapshot adds parse-only fields (``parsed``, ``parsed_arguments``) that a
     non-streaming ``ChatCompletion`` does not have; the API's non-streaming message always
-    carries ``annotations`` (``[]`` when none), which deltas never send.
+    carries ``annotations`` (``[]`` when none), which deltas never send; tool-call deltas
+    carry an ``index`` the final message does not.
     """
     # The snapshot, not get_final_completion(): that one parses, and raises on finish_reason
     # "length" / "content_filter", which a plain create() must return, not raise.
@@ -182,7 +183,11 @@ def completion_from_state(state: ChatCompletionStreamState[Any]) -> ChatCompleti
         message.pop("parsed", None)
         if message.get("annotations") is None:
             message["annotations"] = []
+        for key in ("audio", "function_call", "tool_calls"):
+            if key in message and message[key] is None:
+                del message[key]  # absent, not null, in a non-streaming message
         for call in message.get("tool_calls") or []:
+            call.pop("index", None)  # a delta-only field
             fn = call.get("function")
             if isinstance(fn, dict):
                 fn.pop("parsed_arguments", None)
@@ -312,6 +317,9 @@ class _Responses(Responses):
                     final = event.response
         return _final_response(final)
 
+    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().stream(**_as_helper(kwargs, "responses.stream"))
+
 
 class _AsyncResponses(AsyncResponses):
     """Async ``client.responses`` that always streams and times every call."""
@@ -340,6 +348,16 @@ class _AsyncResponses(AsyncResponses):
                     final = event.response
         return _final_response(final)
 
+    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return super().stream(**_as_helper(kwargs, "responses.stream"))
+
+
+def _as_helper(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
+    # The SDK's chat helper marks its requests this way; its responses helper does not, and
+    # the mark is how the record tells .stream() from create(stream=True).
+    extra = kwargs.get("extra_headers")
+    return {**kwargs, "extra_headers": {"X-Stainless-Helper-Method": name, **(extra if isinstance(extra, dict) else {})}}
+
 
 def _final_response(final: Any) -> Any:
     if final is None:
@@ -361,46 +379,37 @@ class _AsyncChat(AsyncChat):
         return _AsyncCompletions(self._client)
 
 
-class _OpenAIMixin(LatencyClientMixin):
-    _lk_provider = "openai"
+RESOURCES = {"chat": _Chat, "responses": _Responses}
+ASYNC_RESOURCES = {"chat": _AsyncChat, "responses": _AsyncResponses}
 
-    @cached_property
-    def chat(self) -> Chat:
-        """Chat, with observed ``completions``."""
-        return _Chat(self)  # type: ignore[arg-type]
+if TYPE_CHECKING:
 
-    @cached_property
-    def responses(self) -> Responses:
-        """The observed Responses resource."""
-        return _Responses(self)  # type: ignore[arg-type]
+    class OpenAI(openai.OpenAI):
+        """``openai.OpenAI`` that always streams and records every call in ``client.latency``."""
 
+        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        @property
+        def latency(self) -> Recorder: ...
 
-class _AsyncOpenAIMixin(LatencyClientMixin):
-    _lk_provider = "openai"
+    class AsyncOpenAI(openai.AsyncOpenAI):
+        """``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``."""
 
-    @cached_property
-    def chat(self) -> AsyncChat:
-        """Async Chat, with observed ``completions``."""
-        return _AsyncChat(self)  # type: ignore[arg-type]
+        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        @property
+        def latency(self) -> Recorder: ...
 
-    @cached_property
-    def responses(self) -> AsyncResponses:
-        """The observed async Responses resource."""
-        return _AsyncResponses(self)  # type: ignore[arg-type]
-
-
-class OpenAI(_OpenAIMixin, openai.OpenAI):
-    """``openai.OpenAI`` that always streams and records every call in ``client.latency``.
-
-    Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).
-    """
-
-    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
-        super().__init__(*args, recorder=recorder, **kwargs)
-
-
-class AsyncOpenAI(_AsyncOpenAIMixin, openai.AsyncOpenAI):
-    """``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``."""
-
-    def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
-        super().__init__(*args, recorder=recorder, **kwargs)
+else:
+    OpenAI = client_class(
+        openai.OpenAI,
+        RESOURCES,
+        "openai",
+        "``openai.OpenAI`` that always streams and records every call in ``client.latency``.\n\n"
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+    )
+    AsyncOpenAI = client_class(
+        openai.AsyncOpenAI,
+        ASYNC_RESOURCES,
+        "openai",
+        "``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``.\n\n"
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+    )
