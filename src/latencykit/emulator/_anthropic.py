@@ -16,10 +16,10 @@ from typing import Any
 from ._cache import Provider
 from ._errors import BadRequest, anthropic_error
 from ._overrides import RequestOverrides
-from ._plan import GenerationPlan, Segment, ToolSpec, Unit, build_plan, group_units, output_budget
+from ._plan import GenerationPlan, Segment, ToolSpec, Unit, group_units, plan_request
 from ._state import ServerState
 from ._stream import Prepared, sse
-from ._text import count_tokens, make_id, request_key
+from ._text import make_id
 
 __all__ = ["API"]
 
@@ -89,7 +89,7 @@ class _Formatter:
         return _event({"type": "content_block_delta", "index": index, "delta": delta})
 
     def preamble(self) -> list[bytes]:
-        message = {
+        message: dict[str, Any] = {
             "id": self.message_id, "type": "message", "role": "assistant", "model": self.plan.model,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": self._usage_start(),
         }  # fmt: skip
@@ -166,18 +166,13 @@ class AnthropicAPI:
         for name, kind in (("model", str), ("max_tokens", int), ("messages", list)):
             if not isinstance(body.get(name), kind):
                 raise BadRequest(f"{name}: Field required (got {body.get(name)!r})")
-        key = request_key(body)
-        prompt_tokens = count_tokens(body)
-        budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, body["max_tokens"])
         thinking = body.get("thinking")
-        seed = state.seed
-        plan = build_plan(
-            seed=seed, key=key, model=body["model"], budget=budget, capped=capped, prompt_tokens=prompt_tokens,
-            cache=state.cache_model.lookup(self.name, body, prompt_tokens),
+        plan = plan_request(
+            self.name, body, overrides, state, cap=body["max_tokens"], tool=_forced_tool(body, overrides),
+            tool_id_prefix="toolu_", text_before_tool=TEXT_BEFORE_TOOL,
             thinking=isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"),
-            tool=_forced_tool(body, overrides), tool_call_id="toolu_" + make_id(seed, key, "toolu", 24),
-            text_before_tool=TEXT_BEFORE_TOOL,
         )  # fmt: skip
+        seed, key = state.seed, plan.key
         signature = base64.b64encode(make_id(seed, key, "signature", 48).encode()).decode()
         formatter = _Formatter(plan, "msg_" + make_id(seed, key, "msg", 24), signature)
         return Prepared(plan, formatter, stream=body.get("stream") is True)

@@ -13,10 +13,10 @@ from typing import Any
 from ._cache import Provider
 from ._errors import BadRequest, openai_error
 from ._overrides import RequestOverrides
-from ._plan import GenerationPlan, ToolSpec, Unit, build_plan, group_units, output_budget
+from ._plan import GenerationPlan, ToolSpec, Unit, group_units, plan_request
 from ._state import ServerState
 from ._stream import Prepared, sse
-from ._text import count_tokens, make_hex_id, make_id, request_key
+from ._text import make_hex_id, make_id
 
 __all__ = ["API", "chat_usage"]
 
@@ -161,18 +161,12 @@ class ChatAPI:
         cap = body.get("max_completion_tokens", body.get("max_tokens"))
         if cap is not None and not isinstance(cap, int):
             raise BadRequest(f"max_completion_tokens must be an integer, got {cap!r}")
-        key, seed = request_key(body), state.seed
-        prompt_tokens = count_tokens(body)
-        budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, cap)
         tool = forced_function(
             body.get("tools"), body.get("tool_choice"), overrides, lambda v: _fn(v).get("name"),
             lambda v: _fn(v).get("parameters"),
         )  # fmt: skip
-        plan = build_plan(
-            seed=seed, key=key, model=body["model"], budget=budget, capped=capped, prompt_tokens=prompt_tokens,
-            cache=state.cache_model.lookup(self.name, body, prompt_tokens),
-            tool=tool, tool_call_id="call_" + make_id(seed, key, "call", 24),
-        )  # fmt: skip
+        plan = plan_request(self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_")
+        seed, key = state.seed, plan.key
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
         formatter = _Formatter(

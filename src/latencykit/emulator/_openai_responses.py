@@ -18,10 +18,10 @@ from ._cache import Provider
 from ._errors import BadRequest, openai_error
 from ._openai_chat import forced_function
 from ._overrides import RequestOverrides
-from ._plan import GenerationPlan, Unit, build_plan, group_units, output_budget
+from ._plan import GenerationPlan, Unit, group_units, plan_request
 from ._state import ServerState
 from ._stream import Prepared, sse
-from ._text import count_tokens, make_hex_id, make_id, request_key
+from ._text import make_hex_id, make_id
 
 __all__ = ["API"]
 
@@ -198,17 +198,10 @@ class ResponsesAPI:
         cap = body.get("max_output_tokens")
         if cap is not None and not isinstance(cap, int):
             raise BadRequest(f"max_output_tokens must be an integer, got {cap!r}")
-        key, seed = request_key(body), state.seed
-        prompt_tokens = count_tokens(body)
-        budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, cap)
         tool = forced_function(
             body.get("tools"), body.get("tool_choice"), overrides, lambda v: v.get("name"), lambda v: v.get("parameters")
         )
-        plan = build_plan(
-            seed=seed, key=key, model=body["model"], budget=budget, capped=capped, prompt_tokens=prompt_tokens,
-            cache=state.cache_model.lookup(self.name, body, prompt_tokens),
-            tool=tool, tool_call_id="call_" + make_id(seed, key, "call", 24),
-        )  # fmt: skip
+        plan = plan_request(self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_")
         return Prepared(plan, _Formatter(plan, body, state), stream=body.get("stream") is True)
 
 

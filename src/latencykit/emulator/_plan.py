@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._cache import CacheResult
-from ._text import words
+from ._cache import CacheResult, Provider
+from ._overrides import RequestOverrides
+from ._state import ServerState
+from ._text import count_tokens, make_id, request_key, words
 
-__all__ = ["GenerationPlan", "Segment", "ToolSpec", "Unit", "build_plan", "tool_arguments"]
+__all__ = ["GenerationPlan", "Segment", "ToolSpec", "Unit", "build_plan", "group_units", "plan_request", "tool_arguments"]
 
 SegmentKind = Literal["thinking", "text", "tool"]
 StopKind = Literal["end", "length", "tool"]
@@ -154,3 +156,27 @@ def group_units(units: Sequence[Unit]) -> list[tuple[int, str]]:
         else:
             groups.append((unit.segment, unit.text))
     return groups
+
+
+def plan_request(
+    provider: Provider,
+    body: Mapping[str, Any],
+    overrides: RequestOverrides,
+    state: ServerState,
+    *,
+    cap: int | None,
+    tool: ToolSpec | None,
+    tool_id_prefix: str,
+    text_before_tool: int = 0,
+    thinking: bool = False,
+) -> GenerationPlan:
+    """The steps every protocol shares: hash, count, budget, ask the cache model, lay out."""
+    key = request_key(body)
+    prompt_tokens = count_tokens(body)
+    budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, cap)
+    return build_plan(
+        seed=state.seed, key=key, model=str(body["model"]), budget=budget, capped=capped,
+        prompt_tokens=prompt_tokens, cache=state.cache_model.lookup(provider, body, prompt_tokens),
+        thinking=thinking, tool=tool, tool_call_id=tool_id_prefix + make_id(state.seed, key, tool_id_prefix, 24),
+        text_before_tool=text_before_tool,
+    )  # fmt: skip

@@ -3,8 +3,9 @@
 Order on the wire for a streamed request: status line and headers plus the protocol's
 preamble go out as soon as the request is parsed; then the engine's timed chunks (the
 first one at TTFT); then the terminal events.  Injected faults
-(`x-emulator-error-after-chunks`, `x-emulator-drop-after-chunks`) fire after N chunks,
-or in place of the terminal events when the stream has N chunks or fewer.
+(`x-emulator-error-after-chunks`, `x-emulator-drop-after-chunks`) fire when chunk N+1
+is due, or in place of the terminal events when the answer has exactly N chunks; an
+answer with fewer than N chunks completes normally.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import asyncio
 import collections
 import math
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -113,7 +113,7 @@ class Engine:
 
     async def run(
         self, units: Sequence[_U], uncached_prompt_tokens: int, overrides: RequestOverrides
-    ) -> AsyncIterator[Sequence[_U]]:
+    ) -> AsyncGenerator[Sequence[_U], None]:
         """Yield `units` in chunks, each at its modelled wall-clock time; holds a slot meanwhile."""
         loop = asyncio.get_running_loop()
         per_chunk = overrides.tokens_per_chunk or self.timing.tokens_per_chunk

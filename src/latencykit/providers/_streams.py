@@ -17,11 +17,11 @@ from typing import Any, AsyncIterator, Iterator, TypeVar
 
 from ._tap import Tap
 
-__all__ = ["observe_stream", "is_observed"]
+__all__ = ["observe_stream", "is_observed", "TAP_ATTR"]
 
 S = TypeVar("S")
 
-_TAP = "_lk_tap"
+TAP_ATTR = _TAP = "_lk_tap"
 
 
 def _sync_subclass(cls: type) -> type:

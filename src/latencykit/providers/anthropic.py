@@ -8,11 +8,9 @@ returns the SDK's ``Stream`` observed in place; ``messages.stream()`` returns th
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 import anthropic
-from anthropic.lib.streaming import AsyncMessageStream, AsyncMessageStreamManager, MessageStream, MessageStreamManager
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.resources.messages import AsyncMessages, Messages
 from anthropic.types import Message
@@ -24,6 +22,7 @@ from ..core._usage import apply_anthropic_usage
 from ..telemetry._recorder import Recorder
 from ._calls import apassthrough, begin, given, passthrough, raw_response_requested
 from ._client import client_class
+from ._managers import wrap_async_manager, wrap_manager
 from ._streams import observe_stream
 from ._tap import Tap
 
@@ -117,52 +116,36 @@ def _begin(client: Any, method: str, kwargs: dict[str, Any], reason: Optional[st
     return begin(client, api=_API, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason)
 
 
-class _ObservedMessageStreamManager(MessageStreamManager):  # type: ignore[type-arg]
-    """The SDK's manager, with the call timed from ``__enter__`` and the raw stream observed."""
+def _stream_hook(client: Any, kwargs: dict[str, Any]) -> Callable[[Callable[[], Any]], Any]:
+    """Time the call from the moment the ``with`` block opens, and observe its raw stream."""
 
-    def __init__(self, inner: MessageStreamManager[Any], client: Any, kwargs: dict[str, Any]) -> None:  # noqa: D107
-        self._lk_inner = inner
-        self._lk_client = client
-        self._lk_kwargs = kwargs
-
-    def __enter__(self) -> MessageStream[Any]:
-        timer = _begin(self._lk_client, "stream", self._lk_kwargs)
+    def hook(enter: Callable[[], Any]) -> Any:
+        timer = _begin(client, "stream", kwargs)
         try:
-            stream = self._lk_inner.__enter__()
+            stream = enter()
         except BaseException as exc:
             timer.fail(exc)
             raise
         observe_stream(stream._raw_stream, AnthropicTap(timer))
         return stream
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, exc_tb: TracebackType | None
-    ) -> None:
-        self._lk_inner.__exit__(exc_type, exc, exc_tb)
+    return hook
 
 
-class _ObservedAsyncMessageStreamManager(AsyncMessageStreamManager):  # type: ignore[type-arg]
-    """Async twin of `_ObservedMessageStreamManager`."""
+def _async_stream_hook(client: Any, kwargs: dict[str, Any]) -> Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]:
+    """Async twin of `_stream_hook`."""
 
-    def __init__(self, inner: AsyncMessageStreamManager[Any], client: Any, kwargs: dict[str, Any]) -> None:  # noqa: D107
-        self._lk_inner = inner
-        self._lk_client = client
-        self._lk_kwargs = kwargs
-
-    async def __aenter__(self) -> AsyncMessageStream[Any]:
-        timer = _begin(self._lk_client, "stream", self._lk_kwargs)
+    async def hook(enter: Callable[[], Awaitable[Any]]) -> Any:
+        timer = _begin(client, "stream", kwargs)
         try:
-            stream = await self._lk_inner.__aenter__()
+            stream = await enter()
         except BaseException as exc:
             timer.fail(exc)
             raise
         observe_stream(stream._raw_stream, AnthropicTap(timer))
         return stream
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, exc_tb: TracebackType | None
-    ) -> None:
-        await self._lk_inner.__aexit__(exc_type, exc, exc_tb)
+    return hook
 
 
 class _Messages(Messages):
@@ -192,7 +175,7 @@ class _Messages(Messages):
         return acc.message(timer.saw_terminal)
 
     def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        return _ObservedMessageStreamManager(super().stream(**kwargs), self._client, kwargs)
+        return wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs))
 
 
 class _AsyncMessages(AsyncMessages):
@@ -222,7 +205,7 @@ class _AsyncMessages(AsyncMessages):
         return acc.message(timer.saw_terminal)
 
     def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        return _ObservedAsyncMessageStreamManager(super().stream(**kwargs), self._client, kwargs)
+        return wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs))
 
 
 RESOURCES = {"messages": _Messages}

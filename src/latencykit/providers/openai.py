@@ -11,7 +11,7 @@ through the SDK's own helpers, which call the observed ``create``.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -26,6 +26,7 @@ from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
 from ..telemetry._recorder import Recorder
 from ._calls import apassthrough, begin, given, helper_method, passthrough, raw_response_requested
 from ._client import client_class
+from ._managers import finalize_on_close, wrap_async_manager, wrap_manager
 from ._streams import observe_stream
 from ._tap import Tap
 
@@ -237,6 +238,9 @@ class _Completions(Completions):
                 state.handle_chunk(chunk)
         return _final_completion(state, timer)
 
+    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return wrap_manager(super().stream(**kwargs), _enter_helper)
+
     def parse(self, **kwargs: Any) -> Any:  # type: ignore[override]
         if raw_response_requested(kwargs):
             return super().parse(**kwargs)
@@ -272,6 +276,9 @@ class _AsyncCompletions(AsyncCompletions):
             async for chunk in raw:
                 state.handle_chunk(chunk)
         return _final_completion(state, timer)
+
+    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return wrap_async_manager(super().stream(**kwargs), _aenter_helper)
 
     async def parse(self, **kwargs: Any) -> Any:  # type: ignore[override]
         if raw_response_requested(kwargs):
@@ -318,7 +325,7 @@ class _Responses(Responses):
         return _final_response(final)
 
     def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        return super().stream(**_as_helper(kwargs, "responses.stream"))
+        return wrap_manager(super().stream(**_as_helper(kwargs, "responses.stream")), _enter_helper)
 
 
 class _AsyncResponses(AsyncResponses):
@@ -349,7 +356,16 @@ class _AsyncResponses(AsyncResponses):
         return _final_response(final)
 
     def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
-        return super().stream(**_as_helper(kwargs, "responses.stream"))
+        return wrap_async_manager(super().stream(**_as_helper(kwargs, "responses.stream")), _aenter_helper)
+
+
+def _enter_helper(enter: Callable[[], Any]) -> Any:
+    # The request (and the clock) starts inside enter(): the SDK helper calls our create().
+    return finalize_on_close(enter())
+
+
+async def _aenter_helper(enter: Callable[[], Awaitable[Any]]) -> Any:
+    return finalize_on_close(await enter())
 
 
 def _as_helper(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
