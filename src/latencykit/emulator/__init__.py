@@ -37,6 +37,13 @@ Content is deterministic: the same seed and request (ignoring `stream` and
 
 from __future__ import annotations
 
+try:
+    import aiohttp  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        'latencykit.emulator needs the "bench" extra: pip install "latencykit[bench]"'
+    ) from exc
+
 from ._cache import CacheModel, CacheResult
 from ._overrides import RequestOverrides
 from ._server import Emulator, serve

@@ -1,0 +1,132 @@
+"""``latencykit demo``: a short multi-turn workload through both providers' wrapped clients.
+
+Starts the embedded emulator, runs chat conversations through ``lk.Anthropic`` /
+``lk.OpenAI`` (sync, one conversation after another) and ``lk.AsyncAnthropic`` /
+``lk.AsyncOpenAI`` (async, conversations in parallel), then prints TTFT / TPOT / E2E
+percentiles per provider. Every number comes from real SDK calls over real HTTP, but the
+server is the emulator, so the latencies are **emulated** and labelled so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rich.console import Console
+
+from .. import AsyncAnthropic, AsyncOpenAI, Anthropic, OpenAI, Recorder
+from ..emulator import Emulator, TimingModel
+from ._table import latency_table
+
+# A plausible hosted-model profile: ~150 ms fixed TTFT, prefill cost per prompt token,
+# ~60 tokens/s decode, some spread. It is a model, not a measurement.
+DEMO_TIMING = TimingModel(
+    base_ttft=0.15,
+    prefill_per_token=4e-5,
+    decode_per_token=0.016,
+    output_tokens=40,
+    batch_slowdown=0.03,
+    jitter=0.35,
+)
+
+SYSTEM = (
+    "You are a support assistant for a cloud storage product. Answer briefly and cite the "
+    "relevant setting by name. " * 12
+)
+QUESTIONS = [
+    "How do I share a folder with a teammate?",
+    "Can they edit files, or only view them?",
+    "And how do I revoke access later?",
+]
+
+
+def _anthropic_turn(history: list[dict[str, Any]], question: str) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-5",
+        "max_tokens": 256,
+        "system": SYSTEM,
+        "messages": [*history, {"role": "user", "content": question}],
+    }
+
+
+def _openai_turn(history: list[dict[str, Any]], question: str) -> dict[str, Any]:
+    return {
+        "model": "gpt-5-mini",
+        "max_completion_tokens": 256,
+        "messages": [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": question}],
+    }
+
+
+def _sync_conversations(base_url: str, recorder: Recorder, conversations: int) -> None:
+    with Anthropic(base_url=base_url, api_key="demo", recorder=recorder) as ant, OpenAI(
+        base_url=base_url + "/v1", api_key="demo", recorder=recorder
+    ) as oai:
+        for _ in range(conversations):
+            a_hist: list[dict[str, Any]] = []
+            o_hist: list[dict[str, Any]] = []
+            for i, q in enumerate(QUESTIONS):
+                if i % 2 == 0:
+                    msg = ant.messages.create(**_anthropic_turn(a_hist, q))
+                    answer = msg.content[0].text if msg.content and msg.content[0].type == "text" else ""
+                else:
+                    with ant.messages.stream(**_anthropic_turn(a_hist, q)) as stream:
+                        answer = "".join(stream.text_stream)
+                a_hist += [{"role": "user", "content": q}, {"role": "assistant", "content": answer}]
+                completion = oai.chat.completions.create(**_openai_turn(o_hist, q))
+                o_hist += [{"role": "user", "content": q}, {"role": "assistant", "content": completion.choices[0].message.content or ""}]
+
+
+async def _async_conversations(base_url: str, recorder: Recorder, conversations: int) -> None:
+    async with AsyncAnthropic(base_url=base_url, api_key="demo", recorder=recorder) as ant, AsyncOpenAI(
+        base_url=base_url + "/v1", api_key="demo", recorder=recorder
+    ) as oai:
+
+        async def anthropic_conversation() -> None:
+            history: list[dict[str, Any]] = []
+            for q in QUESTIONS:
+                msg = await ant.messages.create(**_anthropic_turn(history, q))
+                text = msg.content[0].text if msg.content and msg.content[0].type == "text" else ""
+                history += [{"role": "user", "content": q}, {"role": "assistant", "content": text}]
+
+        async def openai_conversation() -> None:
+            history: list[dict[str, Any]] = []
+            previous = None
+            for q in QUESTIONS:
+                if previous is None:
+                    stream = await oai.chat.completions.create(stream=True, **_openai_turn(history, q))
+                    parts = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+                    previous = "".join(parts)
+                else:
+                    response = await oai.responses.create(model="gpt-5-mini", instructions=SYSTEM, input=q, max_output_tokens=256)
+                    previous = response.output_text
+                history += [{"role": "user", "content": q}, {"role": "assistant", "content": previous}]
+
+        await asyncio.gather(*(f() for _ in range(conversations) for f in (anthropic_conversation, openai_conversation)))
+
+
+def run_demo(*, conversations: int = 2, parallel: int = 8, seed: int = 0, console: Console | None = None) -> Recorder:
+    """Run the demo workload against an embedded emulator and print the tables; returns the Recorder."""
+    console = console or Console()
+    recorder = Recorder()
+    started = time.perf_counter()
+    with Emulator(timing=DEMO_TIMING, seed=seed) as emu:
+        console.print(f"[dim]emulator on {emu.base_url} (seeded timing model, see docs/emulator.md)[/dim]")
+        sync_rec, async_rec = Recorder(), Recorder()
+        for r in (sync_rec, async_rec):
+            r.add_listener(recorder.record)
+        _sync_conversations(emu.base_url, sync_rec, conversations)
+        asyncio.run(_async_conversations(emu.base_url, async_rec, parallel))
+    console.print(latency_table(sync_rec.summary(), f"EMULATED latencies — sync clients, {conversations} conversation(s) one after another"))
+    console.print(latency_table(async_rec.summary(), f"EMULATED latencies — async clients, {parallel} conversation(s) per provider in parallel"))
+    report = recorder.cache_report()
+    outcomes = {o: sum(1 for c in recorder.calls if c.outcome == o) for o in ("completed", "abandoned", "interrupted", "error")}
+    console.print(
+        f"{recorder.total_calls} calls, all streamed: {all(c.streamed for c in recorder.calls)}; outcomes {outcomes}; "
+        f"input tokens {report['input_tokens']:,}; {time.perf_counter() - started:.1f} s wall."
+    )
+    console.print(
+        "[bold]These latencies are emulated[/bold] by the local emulator's timing model; point the same "
+        "clients at a real provider or a vLLM server to measure real ones."
+    )
+    return recorder
