@@ -7,6 +7,7 @@ from typing import Any
 
 import anthropic
 import openai
+import pydantic
 import pytest
 from anthropic.types import Message
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -133,7 +134,7 @@ async def test_chat_stream_helper_and_parse(aoai: Any, raw_aoai: Any) -> None:
     parsed = await aoai.chat.completions.parse(**CHAT_REQ)
     expected = await raw_aoai.chat.completions.parse(**CHAT_REQ)
     assert parsed.choices[0].message.content == expected.choices[0].message.content
-    assert aoai.latency.total_calls == 2 and [r.method for r in aoai.latency.calls] == ["stream", "stream"]
+    assert aoai.latency.total_calls == 2 and [r.method for r in aoai.latency.calls] == ["stream", "parse"]
 
 
 async def test_chat_tool_calls_equal_nonstreamed(aoai: Any, raw_aoai: Any) -> None:
@@ -201,3 +202,23 @@ async def test_wrap_existing_async_clients(emu: Emulator) -> None:
     azure = lk.wrap(openai.AsyncAzureOpenAI(api_key="k", api_version="2025-01-01", azure_endpoint=emu.base_url))
     assert isinstance(azure, openai.AsyncAzureOpenAI) and azure._lk.provider == "azure.ai.openai"
     await raw.close()
+
+
+class Forecast(pydantic.BaseModel):
+    """A structured answer the emulator fills from its JSON schema."""
+
+    city: str
+    days: int
+
+
+async def test_structured_output_parse_all_apis(aant: Any, raw_aant: Any, aoai: Any, raw_aoai: Any) -> None:
+    """Async parse() with a pydantic model gives the same parsed object as the raw SDK."""
+    msg = await aant.messages.parse(**ANT_REQ, output_format=Forecast)
+    assert msg.parsed_output == (await raw_aant.messages.parse(**ANT_REQ, output_format=Forecast)).parsed_output
+    assert aant.latency.last.method == "parse" and aant.latency.last.streamed
+    chat = await aoai.chat.completions.parse(**CHAT_REQ, response_format=Forecast)
+    expected = await raw_aoai.chat.completions.parse(**CHAT_REQ, response_format=Forecast)
+    assert chat.choices[0].message.parsed == expected.choices[0].message.parsed
+    resp = await aoai.responses.parse(**RESP_REQ, text_format=Forecast)
+    assert resp.output_parsed == (await raw_aoai.responses.parse(**RESP_REQ, text_format=Forecast)).output_parsed
+    assert aoai.latency.last.method == "parse" and aoai.latency.last.streamed is False

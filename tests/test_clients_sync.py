@@ -6,6 +6,7 @@ import json
 
 import anthropic
 import openai
+import pydantic
 import pytest
 from anthropic.types import Message
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -329,3 +330,34 @@ def test_recorder_is_bounded(emu: Emulator) -> None:
         for _ in range(5):
             client.responses.create(**RESP_REQ)
     assert len(rec.calls) == 3 and rec.total_calls == 5
+
+
+# -- structured output ---------------------------------------------------------------------
+
+
+class Forecast(pydantic.BaseModel):
+    """A structured answer the emulator fills from its JSON schema."""
+
+    city: str
+    days: int
+    tags: list[str]
+
+
+def test_structured_output_parse_all_apis(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, oai: lk.OpenAI, raw_oai: openai.OpenAI) -> None:
+    """parse() with a pydantic model gives the same parsed object as the raw SDK; streamed where possible."""
+    msg = ant.messages.parse(**ANT_REQ, output_format=Forecast)
+    assert msg.parsed_output == raw_ant.messages.parse(**ANT_REQ, output_format=Forecast).parsed_output
+    assert isinstance(msg.parsed_output, Forecast)
+    rec = ant.latency.last
+    assert rec is not None and (rec.method, rec.streamed, rec.outcome) == ("parse", True, "completed") and rec.ttft is not None
+
+    chat = oai.chat.completions.parse(**CHAT_REQ, response_format=Forecast)
+    assert chat.choices[0].message.parsed == raw_oai.chat.completions.parse(**CHAT_REQ, response_format=Forecast).choices[0].message.parsed
+    rec = oai.latency.last
+    assert rec is not None and (rec.method, rec.streamed) == ("parse", True)
+
+    resp = oai.responses.parse(**RESP_REQ, text_format=Forecast)
+    assert resp.output_parsed == raw_oai.responses.parse(**RESP_REQ, text_format=Forecast).output_parsed
+    rec = oai.latency.last
+    assert rec is not None and rec.method == "parse" and rec.streamed is False and rec.not_streamed_reason
+    assert rec.e2e is not None and rec.output_tokens == resp.usage.output_tokens  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ from typing import Any
 from ._cache import Provider
 from ._errors import BadRequest, anthropic_error
 from ._overrides import RequestOverrides
-from ._plan import GenerationPlan, Segment, ToolSpec, Unit, group_units, plan_request
+from ._plan import structured_output_schema, GenerationPlan, Segment, ToolSpec, Unit, group_units, plan_request
 from ._state import ServerState
 from ._stream import Prepared, sse
 from ._text import make_id
@@ -171,6 +171,7 @@ class AnthropicAPI:
             self.name, body, overrides, state, cap=body["max_tokens"], tool=_forced_tool(body, overrides),
             tool_id_prefix="toolu_", text_before_tool=TEXT_BEFORE_TOOL,
             thinking=isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"),
+            json_schema=structured_output_schema(_get(body, "output_config", "format")),
         )  # fmt: skip
         seed, key = state.seed, plan.key
         signature = base64.b64encode(make_id(seed, key, "signature", 48).encode()).decode()
@@ -179,3 +180,10 @@ class AnthropicAPI:
 
 
 API = AnthropicAPI()
+
+
+def _get(body: Mapping[str, Any], *path: str) -> Any:
+    value: Any = body
+    for part in path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value

@@ -13,7 +13,7 @@ from typing import Any
 from ._cache import Provider
 from ._errors import BadRequest, openai_error
 from ._overrides import RequestOverrides
-from ._plan import GenerationPlan, ToolSpec, Unit, group_units, plan_request
+from ._plan import structured_output_schema, GenerationPlan, ToolSpec, Unit, group_units, plan_request
 from ._state import ServerState
 from ._stream import Prepared, sse
 from ._text import make_hex_id, make_id
@@ -165,7 +165,10 @@ class ChatAPI:
             body.get("tools"), body.get("tool_choice"), overrides, lambda v: _fn(v).get("name"),
             lambda v: _fn(v).get("parameters"),
         )  # fmt: skip
-        plan = plan_request(self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_")
+        plan = plan_request(
+            self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_",
+            json_schema=structured_output_schema(body.get("response_format")),
+        )  # fmt: skip
         seed, key = state.seed, plan.key
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True

@@ -18,7 +18,7 @@ from ._cache import Provider
 from ._errors import BadRequest, openai_error
 from ._openai_chat import forced_function
 from ._overrides import RequestOverrides
-from ._plan import GenerationPlan, Unit, group_units, plan_request
+from ._plan import structured_output_schema, GenerationPlan, Unit, group_units, plan_request
 from ._state import ServerState
 from ._stream import Prepared, sse
 from ._text import make_hex_id, make_id
@@ -201,7 +201,11 @@ class ResponsesAPI:
         tool = forced_function(
             body.get("tools"), body.get("tool_choice"), overrides, lambda v: v.get("name"), lambda v: v.get("parameters")
         )
-        plan = plan_request(self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_")
+        text = body.get("text")
+        plan = plan_request(
+            self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_",
+            json_schema=structured_output_schema(text.get("format") if isinstance(text, Mapping) else None),
+        )  # fmt: skip
         return Prepared(plan, _Formatter(plan, body, state), stream=body.get("stream") is True)
 
 

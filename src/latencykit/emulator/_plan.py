@@ -18,7 +18,10 @@ from ._overrides import RequestOverrides
 from ._state import ServerState
 from ._text import count_tokens, make_id, request_key, words
 
-__all__ = ["GenerationPlan", "Segment", "ToolSpec", "Unit", "build_plan", "group_units", "plan_request", "tool_arguments"]
+__all__ = [
+    "GenerationPlan", "Segment", "ToolSpec", "Unit", "build_plan", "group_units", "plan_request",
+    "structured_output_schema", "tool_arguments",
+]
 
 SegmentKind = Literal["thinking", "text", "tool"]
 StopKind = Literal["end", "length", "tool"]
@@ -84,22 +87,70 @@ class GenerationPlan:
 
 
 def tool_arguments(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Deterministic arguments from a JSON schema's top-level properties."""
-    props = schema.get("properties")
-    args: dict[str, Any] = {}
-    if not isinstance(props, Mapping):
-        return args
-    for n, (name, spec) in enumerate(props.items(), start=1):
-        kind = spec.get("type") if isinstance(spec, Mapping) else None
-        if kind == "string":
-            args[name] = f"value-{n}"
-        elif kind in ("integer", "number"):
-            args[name] = n
-        elif kind == "boolean":
-            args[name] = True
-        else:
-            args[name] = None
-    return args
+    """Deterministic arguments (or a structured-output document) valid for a JSON schema.
+
+    Objects get every property, recursively; ``$ref`` into ``$defs`` / ``definitions``,
+    ``anyOf`` / ``oneOf`` (first non-null branch), ``enum`` and ``const`` are followed, so
+    a pydantic model's schema yields a document that model accepts.
+    """
+    value = _value(schema, schema, 1, 0)
+    return value if isinstance(value, dict) else {}
+
+
+def _value(spec: Any, root: Mapping[str, Any], n: int, depth: int) -> Any:
+    if not isinstance(spec, Mapping) or depth > 8:
+        return None
+    ref = spec.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return _value(target, root, n, depth + 1)
+    if "const" in spec:
+        return spec["const"]
+    enum = spec.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = spec.get(key)
+        if isinstance(options, list) and options:
+            usable = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
+            return _value((usable or options)[0], root, n, depth + 1)
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    props = spec.get("properties")
+    if kind == "object" or (kind is None and isinstance(props, Mapping)):
+        if not isinstance(props, Mapping):
+            return {}
+        return {name: _value(sub, root, i, depth + 1) for i, (name, sub) in enumerate(props.items(), start=1)}
+    if kind == "array":
+        return [_value(spec.get("items"), root, n, depth + 1)]
+    if kind == "string":
+        return f"value-{n}"
+    if kind in ("integer", "number"):
+        return n
+    if kind == "boolean":
+        return True
+    return None
+
+
+def structured_output_schema(fmt: Any) -> Mapping[str, Any] | None:
+    """The JSON schema a request's structured-output format asks for, if any.
+
+    Accepts OpenAI chat ``response_format`` (``{"type": "json_schema", "json_schema":
+    {"schema": ...}}`` or ``{"type": "json_object"}``), Responses ``text.format`` and
+    Anthropic ``output_config.format`` (``{"type": "json_schema", "schema": ...}``).
+    """
+    if not isinstance(fmt, Mapping):
+        return None
+    if fmt.get("type") == "json_object":
+        return {"type": "object", "properties": {"answer": {"type": "string"}}}
+    if fmt.get("type") != "json_schema":
+        return None
+    inner = fmt.get("json_schema")
+    schema = inner.get("schema") if isinstance(inner, Mapping) else fmt.get("schema")
+    return schema if isinstance(schema, Mapping) else {}
 
 
 def _fragments(text: str) -> tuple[str, ...]:
@@ -119,9 +170,14 @@ def build_plan(
     tool: ToolSpec | None = None,
     tool_call_id: str = "",
     text_before_tool: int = 0,
+    json_schema: Mapping[str, Any] | None = None,
 ) -> GenerationPlan:
-    """Lay out the segments for `budget` generated tokens (tool calls ignore the budget)."""
+    """Lay out the segments for `budget` generated tokens (tool calls and JSON ignore the budget)."""
     segments: list[Segment] = []
+    if tool is None and json_schema is not None:
+        document = json.dumps(tool_arguments(json_schema))
+        segments.append(Segment("text", _fragments(document)))
+        return GenerationPlan(key, model, tuple(segments), prompt_tokens, cache, "end")
     if tool is not None:
         lead = min(text_before_tool, budget)
         if lead:
@@ -169,6 +225,7 @@ def plan_request(
     tool_id_prefix: str,
     text_before_tool: int = 0,
     thinking: bool = False,
+    json_schema: Mapping[str, Any] | None = None,
 ) -> GenerationPlan:
     """The steps every protocol shares: hash, count, budget, ask the cache model, lay out."""
     key = request_key(body)
@@ -178,5 +235,5 @@ def plan_request(
         seed=state.seed, key=key, model=str(body["model"]), budget=budget, capped=capped,
         prompt_tokens=prompt_tokens, cache=state.cache_model.lookup(provider, body, prompt_tokens),
         thinking=thinking, tool=tool, tool_call_id=tool_id_prefix + make_id(state.seed, key, tool_id_prefix, 24),
-        text_before_tool=text_before_tool,
+        text_before_tool=text_before_tool, json_schema=json_schema,
     )  # fmt: skip

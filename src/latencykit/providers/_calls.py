@@ -39,12 +39,14 @@ def raw_response_requested(kwargs: Mapping[str, Any]) -> bool:
     return any(isinstance(k, str) and k.lower() == _RAW_HEADER for k in headers)
 
 
-def helper_method(kwargs: Mapping[str, Any]) -> bool:
-    """Whether the SDK's own ``.stream()`` helper is making this call."""
+def helper_method(kwargs: Mapping[str, Any]) -> Optional[str]:
+    """The SDK helper making this call (``"chat.completions.stream"``, ...), if any."""
     headers = kwargs.get("extra_headers")
-    return isinstance(headers, Mapping) and any(
-        isinstance(k, str) and k.lower() == "x-stainless-helper-method" for k in headers
-    )
+    if isinstance(headers, Mapping):
+        for k, v in headers.items():
+            if isinstance(k, str) and k.lower() == "x-stainless-helper-method" and isinstance(v, str):
+                return v
+    return None
 
 
 def begin(

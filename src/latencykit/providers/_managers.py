@@ -56,7 +56,7 @@ def _manager_class(cls: type, is_async: bool) -> type:
 
 def wrap_manager(inner: Any, hook: EnterHook) -> Any:
     """An instance of ``type(inner)`` whose ``__enter__`` is ``hook(inner.__enter__)``."""
-    new = object.__new__(_manager_class(type(inner), is_async=False))
+    new: Any = object.__new__(_manager_class(type(inner), is_async=False))
     new._lk_inner = inner
     new._lk_hook = hook
     return new
@@ -64,7 +64,7 @@ def wrap_manager(inner: Any, hook: EnterHook) -> Any:
 
 def wrap_async_manager(inner: Any, hook: AsyncEnterHook) -> Any:
     """An instance of ``type(inner)`` whose ``__aenter__`` is ``await hook(inner.__aenter__)``."""
-    new = object.__new__(_manager_class(type(inner), is_async=True))
+    new: Any = object.__new__(_manager_class(type(inner), is_async=True))
     new._lk_inner = inner
     new._lk_hook = hook
     return new
@@ -74,7 +74,8 @@ _helpers: dict[type, type] = {}
 
 
 def _abandon_raw(helper: Any) -> None:
-    tap = getattr(helper, "_raw_stream", None).__dict__.get(TAP_ATTR)  # type: ignore[union-attr]
+    raw = getattr(helper, "_raw_stream", None)
+    tap = getattr(raw, "__dict__", {}).get(TAP_ATTR)
     if tap is not None:
         tap.timer.abandon()
 

@@ -116,11 +116,11 @@ def _begin(client: Any, method: str, kwargs: dict[str, Any], reason: Optional[st
     return begin(client, api=_API, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason)
 
 
-def _stream_hook(client: Any, kwargs: dict[str, Any]) -> Callable[[Callable[[], Any]], Any]:
+def _stream_hook(client: Any, kwargs: dict[str, Any], method: str = "stream") -> Callable[[Callable[[], Any]], Any]:
     """Time the call from the moment the ``with`` block opens, and observe its raw stream."""
 
     def hook(enter: Callable[[], Any]) -> Any:
-        timer = _begin(client, "stream", kwargs)
+        timer = _begin(client, method, kwargs)
         try:
             stream = enter()
         except BaseException as exc:
@@ -132,11 +132,13 @@ def _stream_hook(client: Any, kwargs: dict[str, Any]) -> Callable[[Callable[[], 
     return hook
 
 
-def _async_stream_hook(client: Any, kwargs: dict[str, Any]) -> Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]:
+def _async_stream_hook(
+    client: Any, kwargs: dict[str, Any], method: str = "stream"
+) -> Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]:
     """Async twin of `_stream_hook`."""
 
     async def hook(enter: Callable[[], Awaitable[Any]]) -> Any:
-        timer = _begin(client, "stream", kwargs)
+        timer = _begin(client, method, kwargs)
         try:
             stream = await enter()
         except BaseException as exc:
@@ -151,7 +153,7 @@ def _async_stream_hook(client: Any, kwargs: dict[str, Any]) -> Callable[[Callabl
 class _Messages(Messages):
     """``client.messages`` that always streams and times every call."""
 
-    def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
         reason = _not_streamable(kwargs)
@@ -174,14 +176,22 @@ class _Messages(Messages):
                 acc.feed(event)
         return acc.message(timer.saw_terminal)
 
-    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream(self, **kwargs: Any) -> Any:
         return wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs))
+
+    def parse(self, **kwargs: Any) -> Any:
+        # Structured output through the SDK's stream helper: it parses at content_block_stop,
+        # as parse() does at the end, and returns the same ParsedMessage.
+        if raw_response_requested(kwargs):
+            return super().parse(**kwargs)
+        with wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs, "parse")) as stream:
+            return stream.get_final_message()
 
 
 class _AsyncMessages(AsyncMessages):
     """Async ``client.messages`` that always streams and times every call."""
 
-    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
         reason = _not_streamable(kwargs)
@@ -204,8 +214,15 @@ class _AsyncMessages(AsyncMessages):
                 acc.feed(event)
         return acc.message(timer.saw_terminal)
 
-    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream(self, **kwargs: Any) -> Any:
         return wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs))
+
+    async def parse(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return await super().parse(**kwargs)
+        manager = wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs, "parse"))
+        async with manager as stream:
+            return await stream.get_final_message()
 
 
 RESOURCES = {"messages": _Messages}

@@ -136,8 +136,9 @@ def _on_response(rec: CallRecord, response: Any) -> None:
     status = getattr(response, "status", None)
     details = getattr(response, "incomplete_details", None)
     reason = getattr(details, "reason", None) if details is not None else None
-    if reason or status:
-        rec.finish_reasons = (reason or status,)
+    finish: Optional[str] = reason or status
+    if finish:
+        rec.finish_reasons = (finish,)
     if status == "failed":
         err = getattr(response, "error", None)
         rec.error_type = getattr(err, "code", None) or "response.failed"
@@ -178,7 +179,7 @@ def completion_from_state(state: ChatCompletionStreamState[Any]) -> ChatCompleti
     """
     # The snapshot, not get_final_completion(): that one parses, and raises on finish_reason
     # "length" / "content_filter", which a plain create() must return, not raise.
-    data = state.current_completion_snapshot.to_dict()
+    data: dict[str, Any] = state.current_completion_snapshot.to_dict()
     for choice in data.get("choices", []):
         message = choice.get("message", {})
         message.pop("parsed", None)
@@ -201,8 +202,9 @@ def _begin(client: Any, api: str, method: str, kwargs: dict[str, Any], reason: O
 
 def _method(kwargs: dict[str, Any]) -> tuple[bool, str]:
     streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-    if streams and helper_method(kwargs):
-        return True, "stream"  # the SDK's .stream() / .parse() helpers call create(stream=True)
+    helper = helper_method(kwargs) if streams else None
+    if helper is not None:  # the SDK's .stream() helpers (and our .parse()) call create(stream=True)
+        return True, "parse" if helper.endswith(".parse") else "stream"
     return streams, "create(stream=True)" if streams else "create"
 
 
@@ -212,7 +214,7 @@ def _method(kwargs: dict[str, Any]) -> tuple[bool, str]:
 class _Completions(Completions):
     """``client.chat.completions`` that always streams and times every call."""
 
-    def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
         reason = _not_streamable(kwargs)
@@ -238,20 +240,20 @@ class _Completions(Completions):
                 state.handle_chunk(chunk)
         return _final_completion(state, timer)
 
-    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream(self, **kwargs: Any) -> Any:
         return wrap_manager(super().stream(**kwargs), _enter_helper)
 
-    def parse(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().parse(**kwargs)
-        with self.stream(**kwargs) as stream:
+        with self.stream(**_as_helper(kwargs, "chat.completions.parse")) as stream:
             return stream.get_final_completion()
 
 
 class _AsyncCompletions(AsyncCompletions):
     """Async ``client.chat.completions`` that always streams and times every call."""
 
-    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
         reason = _not_streamable(kwargs)
@@ -277,13 +279,13 @@ class _AsyncCompletions(AsyncCompletions):
                 state.handle_chunk(chunk)
         return _final_completion(state, timer)
 
-    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream(self, **kwargs: Any) -> Any:
         return wrap_async_manager(super().stream(**kwargs), _aenter_helper)
 
-    async def parse(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().parse(**kwargs)
-        async with self.stream(**kwargs) as stream:
+        async with self.stream(**_as_helper(kwargs, "chat.completions.parse")) as stream:
             return await stream.get_final_completion()
 
 
@@ -300,7 +302,7 @@ def _final_completion(state: ChatCompletionStreamState[Any], timer: CallTimer) -
 class _Responses(Responses):
     """``client.responses`` that always streams and times every call."""
 
-    def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
         reason = _not_streamable(kwargs)
@@ -324,14 +326,20 @@ class _Responses(Responses):
                     final = event.response
         return _final_response(final)
 
-    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream(self, **kwargs: Any) -> Any:
         return wrap_manager(super().stream(**_as_helper(kwargs, "responses.stream")), _enter_helper)
+
+    def parse(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return super().parse(**kwargs)
+        timer = _begin(self._client, "responses", "parse", kwargs, _PARSE_NOT_STREAMED)
+        return passthrough(timer, lambda: super(_Responses, self).parse(**kwargs), _on_response)
 
 
 class _AsyncResponses(AsyncResponses):
     """Async ``client.responses`` that always streams and times every call."""
 
-    async def create(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
         reason = _not_streamable(kwargs)
@@ -355,8 +363,19 @@ class _AsyncResponses(AsyncResponses):
                     final = event.response
         return _final_response(final)
 
-    def stream(self, **kwargs: Any) -> Any:  # type: ignore[override]
+    def stream(self, **kwargs: Any) -> Any:
         return wrap_async_manager(super().stream(**_as_helper(kwargs, "responses.stream")), _aenter_helper)
+
+    async def parse(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return await super().parse(**kwargs)
+        timer = _begin(self._client, "responses", "parse", kwargs, _PARSE_NOT_STREAMED)
+        return await apassthrough(timer, lambda: super(_AsyncResponses, self).parse(**kwargs), _on_response)
+
+
+# The SDK's streamed helper raises on `response.incomplete`, where a plain parse() returns
+# the incomplete response; until that is reconciled, parse() is sent as the caller wrote it.
+_PARSE_NOT_STREAMED = "responses.parse is sent unstreamed (its streamed helper raises on incomplete responses)"
 
 
 def _enter_helper(enter: Callable[[], Any]) -> Any:
