@@ -133,3 +133,16 @@ def test_openai_usage_is_a_subset() -> None:
     rec3 = CallRecord(provider="openai", operation="chat", request_model=None)
     apply_openai_responses_usage(rec3, SimpleNamespace(input_tokens=9463, output_tokens=600, input_tokens_details=SimpleNamespace(cached_tokens=8320, cache_write_tokens=0), output_tokens_details=SimpleNamespace(reasoning_tokens=512)))
     assert (rec3.input_tokens, rec3.cache_read_tokens, rec3.reasoning_tokens) == (9463, 8320, 512)
+
+
+def test_a_failing_tap_never_breaks_the_stream(caplog: pytest.LogCaptureFixture) -> None:
+    """An event the tap cannot read is passed to the caller anyway and logged once."""
+    from latencykit.providers._streams import _tapped
+    from latencykit.providers.anthropic import AnthropicTap
+
+    clock = FakeClock()
+    timer, _ = _timer(clock)
+    tap = AnthropicTap(timer)
+    odd = SimpleNamespace(type="content_block_delta")  # no .delta: not what the SDK produces
+    assert _tapped(tap, odd) is True and _tapped(tap, odd) is True
+    assert caplog.text.count("could not read") == 1 and timer.record.extra["tap_failed"] is True

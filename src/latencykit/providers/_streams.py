@@ -12,6 +12,7 @@ The sync and async shells only iterate; all decisions live in the tap and the ti
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Any, AsyncIterator, Iterator, TypeVar
 
@@ -19,9 +20,23 @@ from ._tap import Tap
 
 __all__ = ["observe_stream", "is_observed", "TAP_ATTR"]
 
+logger = logging.getLogger("latencykit")
+
 S = TypeVar("S")
 
 TAP_ATTR = _TAP = "_lk_tap"
+
+
+def _tapped(tap: Tap, item: Any) -> bool:
+    """Run the tap; a measurement failure is logged once per call and never breaks the stream."""
+    try:
+        return tap(item)
+    except Exception:
+        record = tap.timer.record
+        if not record.extra.get("tap_failed"):
+            record.extra["tap_failed"] = True
+            logger.warning("latencykit: could not read a %s stream event; timing may be incomplete", record.provider, exc_info=True)
+        return True
 
 
 def _sync_subclass(cls: type) -> type:
@@ -32,7 +47,7 @@ def _sync_subclass(cls: type) -> type:
         tap: Tap = self.__dict__[_TAP]
         try:
             for item in base_iter(self):
-                if tap(item):
+                if _tapped(tap, item):
                     yield item
         except GeneratorExit:
             raise  # the caller stopped iterating; close() / GC finalize the record
@@ -52,7 +67,7 @@ def _sync_subclass(cls: type) -> type:
             except BaseException as exc:
                 tap.timer.fail(exc)
                 raise
-            if tap(item):
+            if _tapped(tap, item):
                 return item
 
     def close(self: Any) -> None:
@@ -72,7 +87,7 @@ def _async_subclass(cls: type) -> type:
         tap: Tap = self.__dict__[_TAP]
         try:
             async for item in base_aiter(self):
-                if tap(item):
+                if _tapped(tap, item):
                     yield item
         except GeneratorExit:
             raise
@@ -92,7 +107,7 @@ def _async_subclass(cls: type) -> type:
             except BaseException as exc:
                 tap.timer.fail(exc)
                 raise
-            if tap(item):
+            if _tapped(tap, item):
                 return item
 
     async def close(self: Any) -> None:
