@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, AsyncIterator, Iterator, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
 
 from ._tap import Tap
 
-__all__ = ["observe_stream", "is_observed", "TAP_ATTR"]
+__all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "TAP_ATTR"]
 
 logger = logging.getLogger("latencykit")
 
@@ -150,3 +150,27 @@ def observe_stream(stream: S, tap: Tap) -> S:
     # Last resort: a stream dropped unclosed is finalized when collected.
     weakref.finalize(stream, tap.timer.abandon)
     return stream
+
+
+def open_stream(tap: Tap, send: Callable[[], S]) -> S:
+    """Send the request (``send()`` returns the SDK stream) and observe the stream with ``tap``.
+
+    A failure to get a stream at all (HTTP error, connection error, bad arguments) ends the
+    call as an error and is re-raised unchanged.
+    """
+    try:
+        stream = send()
+    except BaseException as exc:
+        tap.timer.fail(exc)
+        raise
+    return observe_stream(stream, tap)
+
+
+async def aopen_stream(tap: Tap, send: Callable[[], Awaitable[S]]) -> S:
+    """Async twin of `open_stream`."""
+    try:
+        stream = await send()
+    except BaseException as exc:
+        tap.timer.fail(exc)
+        raise
+    return observe_stream(stream, tap)

@@ -23,7 +23,7 @@ from ..telemetry._recorder import Recorder
 from ._calls import apassthrough, begin, given, passthrough, raw_response_requested
 from ._client import client_class
 from ._managers import wrap_async_manager, wrap_manager
-from ._streams import observe_stream
+from ._streams import aopen_stream, observe_stream, open_stream
 from ._tap import Tap
 
 __all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator"]
@@ -122,7 +122,7 @@ def _stream_hook(client: Any, kwargs: dict[str, Any], method: str = "stream") ->
     def hook(enter: Callable[[], Any]) -> Any:
         timer = _begin(client, method, kwargs)
         try:
-            stream = enter()
+            stream = enter()  # sends the request
         except BaseException as exc:
             timer.fail(exc)
             raise
@@ -162,12 +162,7 @@ class _Messages(Messages):
             return passthrough(timer, lambda: super(_Messages, self).create(**kwargs), _on_message)
         caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
         timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs)
-        try:
-            raw = super().create(**{**kwargs, "stream": True})
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(raw, AnthropicTap(timer))
+        raw = open_stream(AnthropicTap(timer), lambda: super(_Messages, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
             return raw
         acc = MessageAccumulator()
@@ -200,12 +195,8 @@ class _AsyncMessages(AsyncMessages):
             return await apassthrough(timer, lambda: super(_AsyncMessages, self).create(**kwargs), _on_message)
         caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
         timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs)
-        try:
-            raw = await super().create(**{**kwargs, "stream": True})
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(raw, AnthropicTap(timer))
+        tap = AnthropicTap(timer)
+        raw = await aopen_stream(tap, lambda: super(_AsyncMessages, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
             return raw
         acc = MessageAccumulator()

@@ -27,7 +27,7 @@ from ..telemetry._recorder import Recorder
 from ._calls import apassthrough, begin, given, helper_method, passthrough, raw_response_requested
 from ._client import client_class
 from ._managers import finalize_on_close, wrap_async_manager, wrap_manager
-from ._streams import observe_stream
+from ._streams import aopen_stream, open_stream
 from ._tap import Tap
 
 __all__ = ["OpenAI", "AsyncOpenAI", "ChatTap", "ResponsesTap", "completion_from_state"]
@@ -224,12 +224,8 @@ class _Completions(Completions):
         caller_streams, method = _method(kwargs)
         request, wanted_usage = _chat_request(kwargs)
         timer = _begin(self._client, "chat.completions", method, kwargs)
-        try:
-            raw = super().create(**request)
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(raw, ChatTap(timer, hide_usage=caller_streams and not wanted_usage))
+        tap = ChatTap(timer, hide_usage=caller_streams and not wanted_usage)
+        raw = open_stream(tap, lambda: super(_Completions, self).create(**request))
         if caller_streams:
             return raw
         state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
@@ -263,12 +259,8 @@ class _AsyncCompletions(AsyncCompletions):
         caller_streams, method = _method(kwargs)
         request, wanted_usage = _chat_request(kwargs)
         timer = _begin(self._client, "chat.completions", method, kwargs)
-        try:
-            raw = await super().create(**request)
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(raw, ChatTap(timer, hide_usage=caller_streams and not wanted_usage))
+        tap = ChatTap(timer, hide_usage=caller_streams and not wanted_usage)
+        raw = await aopen_stream(tap, lambda: super(_AsyncCompletions, self).create(**request))
         if caller_streams:
             return raw
         state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
@@ -311,12 +303,7 @@ class _Responses(Responses):
             return passthrough(timer, lambda: super(_Responses, self).create(**kwargs), _on_response)
         caller_streams, method = _method(kwargs)
         timer = _begin(self._client, "responses", method, kwargs)
-        try:
-            raw = super().create(**{**kwargs, "stream": True})
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(raw, ResponsesTap(timer))
+        raw = open_stream(ResponsesTap(timer), lambda: super(_Responses, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
             return raw
         final = None
@@ -348,12 +335,8 @@ class _AsyncResponses(AsyncResponses):
             return await apassthrough(timer, lambda: super(_AsyncResponses, self).create(**kwargs), _on_response)
         caller_streams, method = _method(kwargs)
         timer = _begin(self._client, "responses", method, kwargs)
-        try:
-            raw = await super().create(**{**kwargs, "stream": True})
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(raw, ResponsesTap(timer))
+        tap = ResponsesTap(timer)
+        raw = await aopen_stream(tap, lambda: super(_AsyncResponses, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
             return raw
         final = None
