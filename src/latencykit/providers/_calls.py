@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
@@ -10,9 +11,26 @@ from ..core._record import CallRecord
 from ..core._timing import CallTimer, Clock
 from ..telemetry._recorder import Recorder
 
-__all__ = ["Settings", "begin", "passthrough", "apassthrough", "raw_response_requested", "given", "helper_method"]
+__all__ = [
+    "Settings",
+    "Finish",
+    "Planner",
+    "prepare",
+    "begin",
+    "passthrough",
+    "apassthrough",
+    "raw_response_requested",
+    "given",
+    "helper_method",
+]
 
 T = TypeVar("T")
+logger = logging.getLogger("latencykit")
+
+Finish = Callable[[CallRecord], None]
+"""Runs on a finished record before it is emitted (e.g. cache verification)."""
+Planner = Callable[[str, dict[str, Any]], tuple[dict[str, Any], Optional[Finish]]]
+"""Request planning: ``(api, kwargs) -> (kwargs to send, finish hook)``; never mutates ``kwargs``."""
 
 _RAW_HEADER = "x-stainless-raw-response"
 
@@ -24,6 +42,27 @@ class Settings:
     recorder: Recorder = field(default_factory=Recorder)
     provider: str = "anthropic"
     clock: Clock = time.perf_counter
+    planner: Optional[Planner] = None
+    """Request planning before each call (prompt-cache breakpoints and keys); ``None`` sends as given."""
+
+    def emit(self, rec: CallRecord) -> None:
+        """Hand a finished record to its destinations."""
+        self.recorder.record(rec)
+
+
+def prepare(client: Any, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Optional[Finish]]:
+    """Plan the request (``api`` is ``"messages"``, ``"chat.completions"`` or ``"responses"``).
+
+    A planner failure is logged and the request is sent exactly as the caller wrote it.
+    """
+    planner: Optional[Planner] = client._lk.planner
+    if planner is None:
+        return kwargs, None
+    try:
+        return planner(api, kwargs)
+    except Exception:
+        logger.debug("latencykit: request planning failed; sending the request as given", exc_info=True)
+        return kwargs, None
 
 
 def given(value: Any) -> bool:
@@ -57,6 +96,7 @@ def begin(
     model: Any,
     streamed: bool = True,
     reason: Optional[str] = None,
+    finish: Optional[Finish] = None,
 ) -> CallTimer:
     """Start the clock for one call on ``client`` (a latencykit-wrapped SDK client)."""
     settings: Settings = client._lk
@@ -74,7 +114,17 @@ def begin(
         server_address=url.host,
         server_port=port,
     )
-    return CallTimer(rec, clock=settings.clock, sink=settings.recorder.record)
+    if finish is None:
+        return CallTimer(rec, clock=settings.clock, sink=settings.emit)
+
+    def sink(done: CallRecord) -> None:
+        try:
+            finish(done)
+        except Exception:
+            logger.debug("latencykit: a finish hook failed", exc_info=True)
+        settings.emit(done)
+
+    return CallTimer(rec, clock=settings.clock, sink=sink)
 
 
 def passthrough(timer: CallTimer, call: Callable[[], T], on_result: Callable[[CallRecord, T], None]) -> T:
@@ -107,6 +157,4 @@ def _safe(fn: Callable[[CallRecord, T], None], rec: CallRecord, result: T) -> No
     try:
         fn(rec, result)
     except Exception:  # measurement never breaks the call
-        import logging
-
-        logging.getLogger("latencykit").debug("latencykit: could not read usage", exc_info=True)
+        logger.debug("latencykit: could not read usage", exc_info=True)

@@ -20,7 +20,7 @@ from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_anthropic_usage
 from ..telemetry._recorder import Recorder
-from ._calls import apassthrough, begin, given, passthrough, raw_response_requested
+from ._calls import Finish, apassthrough, begin, given, passthrough, prepare, raw_response_requested
 from ._client import client_class
 from ._managers import wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, observe_stream, open_stream
@@ -112,15 +112,21 @@ def _not_streamable(kwargs: dict[str, Any]) -> Optional[str]:
     return None
 
 
-def _begin(client: Any, method: str, kwargs: dict[str, Any], reason: Optional[str] = None) -> CallTimer:
-    return begin(client, api=_API, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason)
+def _begin(
+    client: Any, method: str, kwargs: dict[str, Any], reason: Optional[str] = None, finish: Optional[Finish] = None
+) -> CallTimer:
+    return begin(
+        client, api=_API, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason, finish=finish
+    )
 
 
-def _stream_hook(client: Any, kwargs: dict[str, Any], method: str = "stream") -> Callable[[Callable[[], Any]], Any]:
+def _stream_hook(
+    client: Any, kwargs: dict[str, Any], method: str = "stream", finish: Optional[Finish] = None
+) -> Callable[[Callable[[], Any]], Any]:
     """Time the call from the moment the ``with`` block opens, and observe its raw stream."""
 
     def hook(enter: Callable[[], Any]) -> Any:
-        timer = _begin(client, method, kwargs)
+        timer = _begin(client, method, kwargs, finish=finish)
         try:
             stream = enter()  # sends the request
         except BaseException as exc:
@@ -133,12 +139,12 @@ def _stream_hook(client: Any, kwargs: dict[str, Any], method: str = "stream") ->
 
 
 def _async_stream_hook(
-    client: Any, kwargs: dict[str, Any], method: str = "stream"
+    client: Any, kwargs: dict[str, Any], method: str = "stream", finish: Optional[Finish] = None
 ) -> Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]:
     """Async twin of `_stream_hook`."""
 
     async def hook(enter: Callable[[], Awaitable[Any]]) -> Any:
-        timer = _begin(client, method, kwargs)
+        timer = _begin(client, method, kwargs, finish=finish)
         try:
             stream = await enter()
         except BaseException as exc:
@@ -156,12 +162,13 @@ class _Messages(Messages):
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
+        kwargs, finish = prepare(self._client, _API, kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "create", kwargs, reason)
+            timer = _begin(self._client, "create", kwargs, reason, finish)
             return passthrough(timer, lambda: super(_Messages, self).create(**kwargs), _on_message)
         caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs)
+        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish)
         raw = open_stream(AnthropicTap(timer), lambda: super(_Messages, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
             return raw
@@ -172,14 +179,16 @@ class _Messages(Messages):
         return acc.message(timer.saw_terminal)
 
     def stream(self, **kwargs: Any) -> Any:
-        return wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs))
+        kwargs, finish = prepare(self._client, _API, kwargs)
+        return wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs, "stream", finish))
 
     def parse(self, **kwargs: Any) -> Any:
         # Structured output through the SDK's stream helper: it parses at content_block_stop,
         # as parse() does at the end, and returns the same ParsedMessage.
         if raw_response_requested(kwargs):
             return super().parse(**kwargs)
-        with wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs, "parse")) as stream:
+        kwargs, finish = prepare(self._client, _API, kwargs)
+        with wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs, "parse", finish)) as stream:
             return stream.get_final_message()
 
 
@@ -189,12 +198,13 @@ class _AsyncMessages(AsyncMessages):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
+        kwargs, finish = prepare(self._client, _API, kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "create", kwargs, reason)
+            timer = _begin(self._client, "create", kwargs, reason, finish)
             return await apassthrough(timer, lambda: super(_AsyncMessages, self).create(**kwargs), _on_message)
         caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs)
+        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish)
         tap = AnthropicTap(timer)
         raw = await aopen_stream(tap, lambda: super(_AsyncMessages, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
@@ -206,12 +216,14 @@ class _AsyncMessages(AsyncMessages):
         return acc.message(timer.saw_terminal)
 
     def stream(self, **kwargs: Any) -> Any:
-        return wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs))
+        kwargs, finish = prepare(self._client, _API, kwargs)
+        return wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs, "stream", finish))
 
     async def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().parse(**kwargs)
-        manager = wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs, "parse"))
+        kwargs, finish = prepare(self._client, _API, kwargs)
+        manager = wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs, "parse", finish))
         async with manager as stream:
             return await stream.get_final_message()
 

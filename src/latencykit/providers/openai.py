@@ -24,7 +24,7 @@ from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
 from ..telemetry._recorder import Recorder
-from ._calls import apassthrough, begin, given, helper_method, passthrough, raw_response_requested
+from ._calls import Finish, apassthrough, begin, given, helper_method, passthrough, prepare, raw_response_requested
 from ._client import client_class
 from ._managers import finalize_on_close, wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
@@ -196,8 +196,17 @@ def completion_from_state(state: ChatCompletionStreamState[Any]) -> ChatCompleti
     return ChatCompletion.construct(**data)
 
 
-def _begin(client: Any, api: str, method: str, kwargs: dict[str, Any], reason: Optional[str] = None) -> CallTimer:
-    return begin(client, api=api, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason)
+def _begin(
+    client: Any,
+    api: str,
+    method: str,
+    kwargs: dict[str, Any],
+    reason: Optional[str] = None,
+    finish: Optional[Finish] = None,
+) -> CallTimer:
+    return begin(
+        client, api=api, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason, finish=finish
+    )
 
 
 def _method(kwargs: dict[str, Any]) -> tuple[bool, str]:
@@ -217,13 +226,14 @@ class _Completions(Completions):
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
+        kwargs, finish = prepare(self._client, "chat.completions", kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "chat.completions", "create", kwargs, reason)
+            timer = _begin(self._client, "chat.completions", "create", kwargs, reason, finish)
             return passthrough(timer, lambda: super(_Completions, self).create(**kwargs), _on_completion)
         caller_streams, method = _method(kwargs)
         request, wanted_usage = _chat_request(kwargs)
-        timer = _begin(self._client, "chat.completions", method, kwargs)
+        timer = _begin(self._client, "chat.completions", method, kwargs, finish=finish)
         tap = ChatTap(timer, hide_usage=caller_streams and not wanted_usage)
         raw = open_stream(tap, lambda: super(_Completions, self).create(**request))
         if caller_streams:
@@ -252,13 +262,14 @@ class _AsyncCompletions(AsyncCompletions):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
+        kwargs, finish = prepare(self._client, "chat.completions", kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "chat.completions", "create", kwargs, reason)
+            timer = _begin(self._client, "chat.completions", "create", kwargs, reason, finish)
             return await apassthrough(timer, lambda: super(_AsyncCompletions, self).create(**kwargs), _on_completion)
         caller_streams, method = _method(kwargs)
         request, wanted_usage = _chat_request(kwargs)
-        timer = _begin(self._client, "chat.completions", method, kwargs)
+        timer = _begin(self._client, "chat.completions", method, kwargs, finish=finish)
         tap = ChatTap(timer, hide_usage=caller_streams and not wanted_usage)
         raw = await aopen_stream(tap, lambda: super(_AsyncCompletions, self).create(**request))
         if caller_streams:
@@ -297,12 +308,13 @@ class _Responses(Responses):
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
+        kwargs, finish = prepare(self._client, "responses", kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "responses", "create", kwargs, reason)
+            timer = _begin(self._client, "responses", "create", kwargs, reason, finish)
             return passthrough(timer, lambda: super(_Responses, self).create(**kwargs), _on_response)
         caller_streams, method = _method(kwargs)
-        timer = _begin(self._client, "responses", method, kwargs)
+        timer = _begin(self._client, "responses", method, kwargs, finish=finish)
         raw = open_stream(ResponsesTap(timer), lambda: super(_Responses, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
             return raw
@@ -319,7 +331,8 @@ class _Responses(Responses):
     def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().parse(**kwargs)
-        timer = _begin(self._client, "responses", "parse", kwargs, _PARSE_NOT_STREAMED)
+        kwargs, finish = prepare(self._client, "responses", kwargs)
+        timer = _begin(self._client, "responses", "parse", kwargs, _PARSE_NOT_STREAMED, finish)
         return passthrough(timer, lambda: super(_Responses, self).parse(**kwargs), _on_response)
 
 
@@ -329,12 +342,13 @@ class _AsyncResponses(AsyncResponses):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
+        kwargs, finish = prepare(self._client, "responses", kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "responses", "create", kwargs, reason)
+            timer = _begin(self._client, "responses", "create", kwargs, reason, finish)
             return await apassthrough(timer, lambda: super(_AsyncResponses, self).create(**kwargs), _on_response)
         caller_streams, method = _method(kwargs)
-        timer = _begin(self._client, "responses", method, kwargs)
+        timer = _begin(self._client, "responses", method, kwargs, finish=finish)
         tap = ResponsesTap(timer)
         raw = await aopen_stream(tap, lambda: super(_AsyncResponses, self).create(**{**kwargs, "stream": True}))
         if caller_streams:
@@ -352,7 +366,8 @@ class _AsyncResponses(AsyncResponses):
     async def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().parse(**kwargs)
-        timer = _begin(self._client, "responses", "parse", kwargs, _PARSE_NOT_STREAMED)
+        kwargs, finish = prepare(self._client, "responses", kwargs)
+        timer = _begin(self._client, "responses", "parse", kwargs, _PARSE_NOT_STREAMED, finish)
         return await apassthrough(timer, lambda: super(_AsyncResponses, self).parse(**kwargs), _on_response)
 
 
