@@ -18,7 +18,9 @@ from .core._timing import CallTimer
 from .providers._wrap import wrap
 from .providers.anthropic import Anthropic, AsyncAnthropic
 from .providers.openai import AsyncOpenAI, OpenAI
+from .telemetry._otel import Telemetry
 from .telemetry._recorder import Recorder
+from .telemetry._views import exponential_views
 from .telemetry._summary import MetricSummary, Summary
 
 __all__ = [
@@ -35,6 +37,8 @@ __all__ = [
     "Summary",
     "MetricSummary",
     "IncompleteStreamError",
+    "Telemetry",
+    "exponential_views",
 ]
 
 __version__ = "0.1.0.dev0"

@@ -43,6 +43,7 @@ class CallTimer:
 
     __slots__ = (
         "record",
+        "context",
         "_clock",
         "_sink",
         "_t0",
@@ -56,6 +57,8 @@ class CallTimer:
 
     def __init__(self, record: CallRecord, *, clock: Clock, sink: Sink) -> None:
         self.record = record
+        self.context: object = None
+        """Opaque per-call data owned by the shell that created the timer (e.g. its span)."""
         self._clock = clock
         self._sink = sink
         self._first_event: Optional[float] = None
@@ -84,6 +87,11 @@ class CallTimer:
         """The provider's terminal event arrived (``message_stop``, finish, ``response.completed``)."""
         if self._terminal_at is None:
             self._terminal_at = self._clock()
+
+    @property
+    def gaps(self) -> list[float]:
+        """Gaps between token-bearing events so far (sorted once finalized; cleared after the sink ran)."""
+        return self._gaps
 
     @property
     def finished(self) -> bool:
@@ -143,6 +151,8 @@ class CallTimer:
             self._sink(self.record)
         except Exception:  # measurement never breaks the call
             logger.exception("latencykit: failed to finalize a call record")
+        finally:
+            self._gaps = []
 
     def _fill(self, outcome: Outcome, error_type: Optional[str], end: float) -> None:
         rec = self.record
@@ -169,7 +179,6 @@ class CallTimer:
             rec.chunk_gap_p50 = _quantile_sorted(gaps, 0.50)
             rec.chunk_gap_p95 = _quantile_sorted(gaps, 0.95)
             rec.chunk_gap_max = gaps[-1]
-        self._gaps = []
 
 
 def _quantile_sorted(xs: list[float], q: float) -> float:

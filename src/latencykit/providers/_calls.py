@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, TypeVar
 
 from ..core._record import CallRecord
 from ..core._timing import CallTimer, Clock
+from ..telemetry._otel import Telemetry, current_span, default_telemetry
 from ..telemetry._recorder import Recorder
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "raw_response_requested",
     "given",
     "helper_method",
+    "sending",
 ]
 
 T = TypeVar("T")
@@ -44,10 +47,32 @@ class Settings:
     clock: Clock = time.perf_counter
     planner: Optional[Planner] = None
     """Request planning before each call (prompt-cache breakpoints and keys); ``None`` sends as given."""
+    telemetry: Optional[Telemetry] = field(default_factory=default_telemetry)
+    """Where spans and metrics go; ``None`` turns them off for this client."""
 
-    def emit(self, rec: CallRecord) -> None:
-        """Hand a finished record to its destinations."""
+    def emit(self, rec: CallRecord, timer: CallTimer) -> None:
+        """Hand a finished record to its destinations: the span and metrics, then the Recorder."""
+        if self.telemetry is not None and isinstance(timer.context, _CallSpan):
+            self.telemetry.end(timer.context.span, timer.context.start_ns, rec, timer.gaps)
         self.recorder.record(rec)
+
+
+class _CallSpan:
+    """The span of one call and its wall-clock start."""
+
+    __slots__ = ("span", "start_ns")
+
+    def __init__(self, span: Any, start_ns: int) -> None:
+        self.span = span
+        self.start_ns = start_ns
+
+
+@contextmanager
+def sending(timer: CallTimer) -> Iterator[None]:
+    """While the SDK sends the request, the call's span is the current span."""
+    ctx = timer.context
+    with current_span(ctx.span if isinstance(ctx, _CallSpan) else None):
+        yield
 
 
 def prepare(client: Any, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Optional[Finish]]:
@@ -97,8 +122,12 @@ def begin(
     streamed: bool = True,
     reason: Optional[str] = None,
     finish: Optional[Finish] = None,
+    request: Optional[Mapping[str, Any]] = None,
 ) -> CallTimer:
-    """Start the clock for one call on ``client`` (a latencykit-wrapped SDK client)."""
+    """Start the clock (and the span) for one call on ``client``, a latencykit client.
+
+    ``request`` (the call's keyword arguments) is read only when content capture is on.
+    """
     settings: Settings = client._lk
     url = client.base_url
     port = url.port or (443 if url.scheme == "https" else 80)
@@ -114,23 +143,28 @@ def begin(
         server_address=url.host,
         server_port=port,
     )
-    if finish is None:
-        return CallTimer(rec, clock=settings.clock, sink=settings.emit)
 
     def sink(done: CallRecord) -> None:
-        try:
-            finish(done)
-        except Exception:
-            logger.debug("latencykit: a finish hook failed", exc_info=True)
-        settings.emit(done)
+        if finish is not None:
+            try:
+                finish(done)
+            except Exception:
+                logger.debug("latencykit: a finish hook failed", exc_info=True)
+        settings.emit(done, timer)
 
-    return CallTimer(rec, clock=settings.clock, sink=sink)
+    telemetry = settings.telemetry
+    span = telemetry.start(rec, request) if telemetry is not None else None
+    timer = CallTimer(rec, clock=settings.clock, sink=sink)
+    if span is not None:
+        timer.context = _CallSpan(*span)
+    return timer
 
 
 def passthrough(timer: CallTimer, call: Callable[[], T], on_result: Callable[[CallRecord, T], None]) -> T:
     """Run a call the SDK will not stream; time it as a whole (no TTFT)."""
     try:
-        result = call()
+        with sending(timer):
+            result = call()
     except BaseException as exc:
         timer.fail(exc)
         raise
@@ -144,7 +178,8 @@ async def apassthrough(
 ) -> T:
     """Async twin of `passthrough`."""
     try:
-        result = await call()
+        with sending(timer):
+            result = await call()
     except BaseException as exc:
         timer.fail(exc)
         raise

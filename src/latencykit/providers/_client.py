@@ -20,9 +20,10 @@ import functools
 from typing import Any, Callable, Optional
 
 from ..telemetry._recorder import Recorder
+from ..telemetry._otel import Telemetry, default_telemetry
 from ._calls import Settings
 
-__all__ = ["client_class", "clone_as", "is_latency_client"]
+__all__ = ["client_class", "clone_as", "is_latency_client", "make_settings"]
 
 
 def _check_recorder(recorder: Any) -> Recorder:
@@ -33,8 +34,25 @@ def _check_recorder(recorder: Any) -> Recorder:
     return recorder
 
 
-def _init(self: Any, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None:
-    settings = Settings(recorder=_check_recorder(recorder), provider=type(self)._lk_provider)
+def _check_telemetry(telemetry: Any) -> Optional[Telemetry]:
+    if telemetry is None:
+        return default_telemetry()
+    if telemetry is False:
+        return None
+    if not isinstance(telemetry, Telemetry):
+        raise ValueError(f"telemetry must be a latencykit.Telemetry, False (off) or None (global providers), got {telemetry!r}")
+    return telemetry
+
+
+def make_settings(provider: str, recorder: Any = None, telemetry: Any = None) -> Settings:
+    """Validated per-client settings from the latencykit keyword options."""
+    return Settings(recorder=_check_recorder(recorder), provider=provider, telemetry=_check_telemetry(telemetry))
+
+
+def _init(
+    self: Any, *args: Any, recorder: Optional[Recorder] = None, telemetry: Any = None, **kwargs: Any
+) -> None:
+    settings = make_settings(type(self)._lk_provider, recorder, telemetry)
     type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
     self._lk = settings
 
@@ -83,7 +101,7 @@ def is_latency_client(client: object) -> bool:
     return hasattr(type(client), "_lk_sdk_base")
 
 
-def clone_as(client: Any, cls: type, recorder: Optional[Recorder], provider: str) -> Any:
+def clone_as(client: Any, cls: type, settings: Settings) -> Any:
     """A shallow clone of ``client`` re-classed to ``cls`` (a direct subclass of its class).
 
     The clone shares the original's HTTP client, credentials and options; the original
@@ -96,5 +114,5 @@ def clone_as(client: Any, cls: type, recorder: Optional[Recorder], provider: str
             if isinstance(attr, functools.cached_property):
                 new.__dict__.pop(name, None)
     new.__class__ = cls
-    new._lk = Settings(recorder=_check_recorder(recorder), provider=provider)
+    new._lk = settings
     return new

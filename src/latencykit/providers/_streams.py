@@ -16,6 +16,7 @@ import logging
 import weakref
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
 
+from ._calls import sending
 from ._tap import Tap
 
 __all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "TAP_ATTR"]
@@ -159,7 +160,8 @@ def open_stream(tap: Tap, send: Callable[[], S]) -> S:
     call as an error and is re-raised unchanged.
     """
     try:
-        stream = send()
+        with sending(tap.timer):
+            stream = send()
     except BaseException as exc:
         tap.timer.fail(exc)
         raise
@@ -169,7 +171,8 @@ def open_stream(tap: Tap, send: Callable[[], S]) -> S:
 async def aopen_stream(tap: Tap, send: Callable[[], Awaitable[S]]) -> S:
     """Async twin of `open_stream`."""
     try:
-        stream = await send()
+        with sending(tap.timer):
+            stream = await send()
     except BaseException as exc:
         tap.timer.fail(exc)
         raise

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, TypeVar, overload
+import dataclasses
+from typing import Any, Literal, Optional, TypeVar, Union, overload
 
 import anthropic
 import openai
@@ -10,12 +11,13 @@ import openai
 from ..telemetry._recorder import Recorder
 from . import anthropic as _ant
 from . import openai as _oai
-from ._calls import Settings
-from ._client import client_class, clone_as, is_latency_client
+from ..telemetry._otel import Telemetry
+from ._client import client_class, clone_as, is_latency_client, make_settings
 
 __all__ = ["wrap"]
 
 C = TypeVar("C")
+_Tel = Union[Telemetry, Literal[False], None]
 
 # GenAI semconv provider names (gen_ai.provider.name) for SDK client variants.
 _PROVIDER_NAMES = {
@@ -45,31 +47,32 @@ def _plan(client: Any) -> tuple[dict[str, Any], str]:
 
 
 @overload
-def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None) -> _ant.Anthropic: ...
+def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _ant.Anthropic: ...
 @overload
-def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None) -> _ant.AsyncAnthropic: ...
+def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _ant.AsyncAnthropic: ...
 @overload
-def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None) -> _oai.OpenAI: ...
+def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _oai.OpenAI: ...
 @overload
-def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None) -> _oai.AsyncOpenAI: ...
+def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _oai.AsyncOpenAI: ...
 @overload
-def wrap(client: C, *, recorder: Optional[Recorder] = None) -> C: ...
-def wrap(client: Any, *, recorder: Optional[Recorder] = None) -> Any:
+def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> C: ...
+def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> Any:
     """Return a latencykit client built on an existing SDK client (Bedrock, Vertex, Azure included).
 
     The result is an instance of the client's own class (and of ``lk.Anthropic`` etc. for
     the plain SDK classes), shares its HTTP connection pool, credentials and options, and
-    records into ``recorder`` (a new `Recorder` by default). The original object is not
+    records into ``recorder`` (a new `Recorder` by default) and emits spans and metrics
+    through ``telemetry`` (the global providers by default; ``False`` for none). The
+    original object is not
     modified. Wrapping a latencykit client returns it as is, or, with another
     ``recorder=``, a copy that records there.
     """
     if is_latency_client(client):
         if recorder is None or recorder is client.latency:
             return client
-        if not isinstance(recorder, Recorder):
-            raise ValueError(f"recorder must be a latencykit.Recorder, got {recorder!r}")
         new = client.copy()
-        new._lk = Settings(recorder=recorder, provider=client._lk.provider, clock=client._lk.clock)
+        new._lk = dataclasses.replace(client._lk, recorder=make_settings(client._lk.provider, recorder).recorder)
         return new
     resources, provider = _plan(client)
-    return clone_as(client, client_class(type(client), resources, provider), recorder, provider)
+    settings = make_settings(provider, recorder, telemetry)
+    return clone_as(client, client_class(type(client), resources, provider), settings)

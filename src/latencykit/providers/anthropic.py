@@ -8,7 +8,7 @@ returns the SDK's ``Stream`` observed in place; ``messages.stream()`` returns th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Optional, Union
 
 import anthropic
 from anthropic.lib.streaming._messages import accumulate_event
@@ -19,8 +19,9 @@ from .._errors import IncompleteStreamError
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_anthropic_usage
+from ..telemetry._otel import Telemetry
 from ..telemetry._recorder import Recorder
-from ._calls import Finish, apassthrough, begin, given, passthrough, prepare, raw_response_requested
+from ._calls import Finish, apassthrough, begin, given, passthrough, prepare, raw_response_requested, sending
 from ._client import client_class
 from ._managers import wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, observe_stream, open_stream
@@ -116,7 +117,14 @@ def _begin(
     client: Any, method: str, kwargs: dict[str, Any], reason: Optional[str] = None, finish: Optional[Finish] = None
 ) -> CallTimer:
     return begin(
-        client, api=_API, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason, finish=finish
+        client,
+        api=_API,
+        method=method,
+        model=kwargs.get("model"),
+        streamed=reason is None,
+        reason=reason,
+        finish=finish,
+        request=kwargs,
     )
 
 
@@ -128,7 +136,8 @@ def _stream_hook(
     def hook(enter: Callable[[], Any]) -> Any:
         timer = _begin(client, method, kwargs, finish=finish)
         try:
-            stream = enter()  # sends the request
+            with sending(timer):
+                stream = enter()  # sends the request
         except BaseException as exc:
             timer.fail(exc)
             raise
@@ -146,7 +155,8 @@ def _async_stream_hook(
     async def hook(enter: Callable[[], Awaitable[Any]]) -> Any:
         timer = _begin(client, method, kwargs, finish=finish)
         try:
-            stream = await enter()
+            with sending(timer):
+                stream = await enter()
         except BaseException as exc:
             timer.fail(exc)
             raise
@@ -236,14 +246,26 @@ if TYPE_CHECKING:
     class Anthropic(anthropic.Anthropic):
         """``anthropic.Anthropic`` that always streams and records every call in ``client.latency``."""
 
-        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        def __init__(
+            self,
+            *args: Any,
+            recorder: Optional[Recorder] = None,
+            telemetry: Union[Telemetry, Literal[False], None] = None,
+            **kwargs: Any,
+        ) -> None: ...
         @property
         def latency(self) -> Recorder: ...
 
     class AsyncAnthropic(anthropic.AsyncAnthropic):
         """``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``."""
 
-        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        def __init__(
+            self,
+            *args: Any,
+            recorder: Optional[Recorder] = None,
+            telemetry: Union[Telemetry, Literal[False], None] = None,
+            **kwargs: Any,
+        ) -> None: ...
         @property
         def latency(self) -> Recorder: ...
 

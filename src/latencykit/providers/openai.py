@@ -11,7 +11,7 @@ through the SDK's own helpers, which call the observed ``create``.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Optional, Union
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -23,6 +23,7 @@ from .._errors import IncompleteStreamError
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
+from ..telemetry._otel import Telemetry
 from ..telemetry._recorder import Recorder
 from ._calls import Finish, apassthrough, begin, given, helper_method, passthrough, prepare, raw_response_requested
 from ._client import client_class
@@ -205,7 +206,14 @@ def _begin(
     finish: Optional[Finish] = None,
 ) -> CallTimer:
     return begin(
-        client, api=api, method=method, model=kwargs.get("model"), streamed=reason is None, reason=reason, finish=finish
+        client,
+        api=api,
+        method=method,
+        model=kwargs.get("model"),
+        streamed=reason is None,
+        reason=reason,
+        finish=finish,
+        request=kwargs,
     )
 
 
@@ -420,14 +428,26 @@ if TYPE_CHECKING:
     class OpenAI(openai.OpenAI):
         """``openai.OpenAI`` that always streams and records every call in ``client.latency``."""
 
-        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        def __init__(
+            self,
+            *args: Any,
+            recorder: Optional[Recorder] = None,
+            telemetry: Union[Telemetry, Literal[False], None] = None,
+            **kwargs: Any,
+        ) -> None: ...
         @property
         def latency(self) -> Recorder: ...
 
     class AsyncOpenAI(openai.AsyncOpenAI):
         """``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``."""
 
-        def __init__(self, *args: Any, recorder: Optional[Recorder] = None, **kwargs: Any) -> None: ...
+        def __init__(
+            self,
+            *args: Any,
+            recorder: Optional[Recorder] = None,
+            telemetry: Union[Telemetry, Literal[False], None] = None,
+            **kwargs: Any,
+        ) -> None: ...
         @property
         def latency(self) -> Recorder: ...
 
