@@ -28,14 +28,18 @@ CANARY = "zebra-canary-prompt-7731"
 class OTel:
     """An in-memory trace exporter and metric reader wired into a latencykit Telemetry."""
 
-    def __init__(self, semconv: str | None = None, capture_content: bool = False, views: Any = ()) -> None:
+    def __init__(self, semconv: str | None = None, capture_content: bool = False, views: Any = (), chunk_metrics: bool = True) -> None:
         self.spans = InMemorySpanExporter()
         self.tracer_provider = TracerProvider()
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader], views=list(views))
         self.telemetry = lk.Telemetry(
-            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, semconv=semconv, capture_content=capture_content
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            semconv=semconv,
+            capture_content=capture_content,
+            chunk_metrics=chunk_metrics,
         )
 
     def finished(self) -> list[ReadableSpan]:

@@ -33,11 +33,16 @@ def _tapped(tap: Tap, item: Any) -> bool:
     try:
         return tap(item)
     except Exception:
-        record = tap.timer.record
-        if not record.extra.get("tap_failed"):
-            record.extra["tap_failed"] = True
-            logger.warning("latencykit: could not read a %s stream event; timing may be incomplete", record.provider, exc_info=True)
-        return True
+        return _tap_failed(tap)
+
+
+def _tap_failed(tap: Tap) -> bool:
+    """Log a tap failure once per call (inside an ``except``); the event still reaches the caller."""
+    record = tap.timer.record
+    if not record.extra.get("tap_failed"):
+        record.extra["tap_failed"] = True
+        logger.warning("latencykit: could not read a %s stream event; timing may be incomplete", record.provider, exc_info=True)
+    return True
 
 
 def _sync_subclass(cls: type) -> type:
@@ -48,7 +53,11 @@ def _sync_subclass(cls: type) -> type:
         tap: Tap = self.__dict__[_TAP]
         try:
             for item in base_iter(self):
-                if _tapped(tap, item):
+                try:  # inlined, not a helper call: this runs once per event
+                    keep = tap(item)
+                except Exception:
+                    keep = _tap_failed(tap)
+                if keep:
                     yield item
         except GeneratorExit:
             raise  # the caller stopped iterating; close() / GC finalize the record
@@ -88,7 +97,11 @@ def _async_subclass(cls: type) -> type:
         tap: Tap = self.__dict__[_TAP]
         try:
             async for item in base_aiter(self):
-                if _tapped(tap, item):
+                try:
+                    keep = tap(item)
+                except Exception:
+                    keep = _tap_failed(tap)
+                if keep:
                     yield item
         except GeneratorExit:
             raise

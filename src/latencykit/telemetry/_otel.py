@@ -44,6 +44,11 @@ class Telemetry:
     after import). Pass providers to isolate a client, ``capture_content=True`` to put the
     request's messages on the span (capped), ``semconv="gen_ai_latest_experimental"`` to
     force the newest GenAI names regardless of ``OTEL_SEMCONV_STABILITY_OPT_IN``.
+
+    ``chunk_metrics=True`` also records ``…time_per_output_chunk`` once per chunk, as the
+    conventions describe; it is off by default because an SDK histogram ``record()`` per
+    chunk costs more client CPU than the rest of latencykit together (500 chunks ≈ 3–7 ms
+    per call on the SDK's histogram). Per-call TPOT is always recorded.
     """
 
     def __init__(
@@ -54,11 +59,15 @@ class Telemetry:
         capture_content: bool = False,
         max_content_bytes: int = 16_384,
         semconv: Optional[str] = None,
+        chunk_metrics: bool = False,
     ) -> None:
         if not isinstance(capture_content, bool):
             raise ValueError(f"capture_content must be a bool, got {capture_content!r}")
         if not isinstance(max_content_bytes, int) or isinstance(max_content_bytes, bool) or max_content_bytes < 0:
             raise ValueError(f"max_content_bytes must be a non-negative int, got {max_content_bytes!r}")
+        if not isinstance(chunk_metrics, bool):
+            raise ValueError(f"chunk_metrics must be a bool, got {chunk_metrics!r}")
+        self.chunk_metrics = chunk_metrics
         if semconv is not None and not isinstance(semconv, str):
             raise ValueError(f"semconv must be a string like 'gen_ai_latest_experimental', got {semconv!r}")
         self._tracer_provider = tracer_provider
@@ -120,7 +129,7 @@ class Telemetry:
         except Exception:
             logger.debug("latencykit: could not end a span", exc_info=True)
         try:
-            self._get_instruments(n).record(rec, gaps)
+            self._get_instruments(n).record(rec, gaps if self.chunk_metrics else ())
         except Exception:
             logger.debug("latencykit: could not record metrics", exc_info=True)
 
