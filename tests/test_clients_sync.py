@@ -290,7 +290,7 @@ def test_one_recorder_shared_by_two_providers(emu: Emulator) -> None:
     assert {g.provider for g in summary.groups} == {"anthropic", "openai"}
     s = summary["ttft"]
     assert s.p50 is not None and s.p95 is not None and s.p99 is not None and s.p50 <= s.p95 <= s.p99 <= s.max  # type: ignore[operator]
-    assert "ttft" in str(summary) and "<table>" in summary._repr_html_()
+    assert "TTFT" in str(summary) and "<table" in summary._repr_html_()
 
 
 def test_wrap_existing_clients(emu: Emulator) -> None:

@@ -15,13 +15,21 @@ from __future__ import annotations
 from ._errors import IncompleteStreamError
 from .core._record import OUTCOMES, CallRecord, Outcome
 from .core._timing import CallTimer
+from .core._breakpoints import BreakpointPlanner, PlanContext
+from .core._ledger import Ledger
+from .core._verify import MISS_REASONS, VERDICTS
+from .providers._caching import CachePolicy
+from .telemetry._cache_report import CacheReport
 from .providers._wrap import wrap
 from .providers.anthropic import Anthropic, AsyncAnthropic
 from .providers.openai import AsyncOpenAI, OpenAI
 from .telemetry._otel import Telemetry
 from .telemetry._recorder import Recorder
 from .telemetry._views import exponential_views
-from .telemetry._summary import MetricSummary, Summary
+from .telemetry._slo import BATCH_E2E, CHAT_TTFT, CODE_COMPLETION_TTFT, SLO, Violation
+from .telemetry._plots import plot_cache_hit_rate, plot_cdf, plot_histogram
+from .telemetry._sketch import PercentileSketch
+from .telemetry._summary import GroupSummary, MetricSummary, Summary
 
 __all__ = [
     "Anthropic",
@@ -36,7 +44,24 @@ __all__ = [
     "OUTCOMES",
     "Summary",
     "MetricSummary",
+    "GroupSummary",
+    "PercentileSketch",
+    "plot_cdf",
+    "plot_histogram",
+    "plot_cache_hit_rate",
+    "SLO",
+    "Violation",
+    "CHAT_TTFT",
+    "CODE_COMPLETION_TTFT",
+    "BATCH_E2E",
     "IncompleteStreamError",
+    "CachePolicy",
+    "BreakpointPlanner",
+    "PlanContext",
+    "Ledger",
+    "CacheReport",
+    "VERDICTS",
+    "MISS_REASONS",
     "Telemetry",
     "exponential_views",
 ]

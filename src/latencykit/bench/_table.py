@@ -15,10 +15,6 @@ def _ms(v: Optional[float]) -> str:
     return "-" if v is None else f"{v * 1000:,.1f}"
 
 
-def _tokens(total: Optional[float], count: int) -> str:
-    return "-" if total is None else f"{total * count:,.0f}"
-
-
 def latency_table(summary: Summary, title: str) -> Table:
     """Rows of provider × metric with P50/P95/P99/max in ms, plus calls and tokens per provider."""
     table = Table(title=title, title_justify="left")
@@ -27,8 +23,7 @@ def latency_table(summary: Summary, title: str) -> Table:
     for name in ("p50 ms", "p95 ms", "p99 ms", "max ms"):
         table.add_column(name, justify="right")
     for g in summary.groups:
-        tin, tout = g.metrics["input_tokens"], g.metrics["output_tokens"]
-        labels = [g.provider, g.model, f"{g.calls} calls", f"{_tokens(tin.mean, tin.count)} in / {_tokens(tout.mean, tout.count)} out"]
+        labels = [g.provider, g.model, f"{g.calls} calls, cache {g.cache}", f"{g.input_tokens:,} in / {g.output_tokens:,} out"]
         for i, (key, name) in enumerate(_METRICS):
             m = g.metrics[key]
             table.add_row(labels[i], name, _ms(m.p50), _ms(m.p95), _ms(m.p99), _ms(m.max), end_section=i == len(_METRICS) - 1)

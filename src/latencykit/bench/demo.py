@@ -105,6 +105,10 @@ async def _async_conversations(base_url: str, recorder: Recorder, conversations:
         await asyncio.gather(*(f() for _ in range(conversations) for f in (anthropic_conversation, openai_conversation)))
 
 
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.0f}"
+
+
 def run_demo(*, conversations: int = 2, parallel: int = 8, seed: int = 0, console: Console | None = None) -> Recorder:
     """Run the demo workload against an embedded emulator and print the tables; returns the Recorder."""
     console = console or Console()
@@ -119,11 +123,11 @@ def run_demo(*, conversations: int = 2, parallel: int = 8, seed: int = 0, consol
         asyncio.run(_async_conversations(emu.base_url, async_rec, parallel))
     console.print(latency_table(sync_rec.summary(), f"EMULATED latencies — sync clients, {conversations} conversation(s) one after another"))
     console.print(latency_table(async_rec.summary(), f"EMULATED latencies — async clients, {parallel} conversation(s) per provider in parallel"))
-    report = recorder.cache_report()
-    outcomes = {o: sum(1 for c in recorder.calls if c.outcome == o) for o in ("completed", "abandoned", "interrupted", "error")}
+    summary = recorder.summary()
     console.print(
-        f"{recorder.total_calls} calls, all streamed: {all(c.streamed for c in recorder.calls)}; outcomes {outcomes}; "
-        f"input tokens {report['input_tokens']:,}; {time.perf_counter() - started:.1f} s wall."
+        f"{summary.calls} calls, all streamed: {all(c.streamed for c in recorder.calls)}; outcomes {summary.outcomes}; "
+        f"TTFT p50/p99 {_ms(summary['ttft'].p50)}/{_ms(summary['ttft'].p99)} ms overall; "
+        f"{time.perf_counter() - started:.1f} s wall."
     )
     console.print(
         "[bold]These latencies are emulated[/bold] by the local emulator's timing model; point the same "

@@ -43,6 +43,10 @@ def apply_anthropic_usage(rec: CallRecord, usage: Any) -> None:
     base = rec.uncached_input_tokens
     if base is not None:
         rec.input_tokens = base + (rec.cache_write_tokens or 0) + (rec.cache_read_tokens or 0)
+    creation = getattr(usage, "cache_creation", None)
+    one_hour = _int(getattr(creation, "ephemeral_1h_input_tokens", None)) if creation is not None else None
+    if one_hour is not None:
+        rec.extra["cache_write_1h_tokens"] = one_hour
     details = getattr(usage, "output_tokens_details", None)
     thinking = _int(getattr(details, "thinking_tokens", None)) if details is not None else None
     if thinking is not None:

@@ -24,6 +24,8 @@ Timing model (all `TimingModel` values are seconds, multiplied by `time_scale`):
 * Deadlines are absolute (`loop.time()` targets), so long streams do not drift.
   `time_scale=0` means no sleeping at all.
 * Non-streaming requests follow the same schedule and get their body at the end.
+* Prompt caching follows both providers' rules (`PromptCache`, see docs/caching.md);
+  ``Emulator.cache.advance(seconds)`` expires entries without sleeping.
 
 Per-request headers (absolute wall-clock milliseconds; not scaled, no jitter, no batch
 slowdown): `x-emulator-ttft-ms` (replaces base_ttft+prefill; queueing still adds),
@@ -46,6 +48,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from ._cache import CacheModel, CacheResult
 from ._overrides import RequestOverrides
+from ._prompt_cache import PromptCache
 from ._server import Emulator, serve
 from ._state import EmulatorStats, RequestRecord
 from ._text import count_tokens
@@ -56,6 +59,7 @@ __all__ = [
     "CacheResult",
     "Emulator",
     "EmulatorStats",
+    "PromptCache",
     "RequestOverrides",
     "RequestRecord",
     "TimingModel",

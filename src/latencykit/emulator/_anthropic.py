@@ -46,7 +46,10 @@ class _Formatter:
             "input_tokens": self.plan.prompt_tokens - cache.cached_tokens - cache.written_tokens,
             "cache_creation_input_tokens": cache.written_tokens,
             "cache_read_input_tokens": cache.cached_tokens,
-            "cache_creation": {"ephemeral_5m_input_tokens": cache.written_tokens, "ephemeral_1h_input_tokens": 0},
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": cache.written_tokens - cache.written_1h_tokens,
+                "ephemeral_1h_input_tokens": cache.written_1h_tokens,
+            },
             "output_tokens": 1,
             "service_tier": "standard",
         }

@@ -3,7 +3,7 @@
 Every "how many prompt tokens were read from / written to the cache" question goes
 through `CacheModel.lookup`.  Usage fields and prefill time are derived from its answer:
 cached tokens skip prefill; written tokens are prefilled normally.  The default model
-caches nothing; a richer model can subclass it without touching the protocol handlers.
+caches nothing; `PromptCache` (the emulator's default) implements the providers' rules.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ class CacheResult:
 
     cached_tokens: int = 0
     written_tokens: int = 0
+    written_1h_tokens: int = 0
+    """The part of ``written_tokens`` written with a 1-hour TTL (Anthropic ``ephemeral_1h``)."""
 
 
 class CacheModel:

@@ -20,6 +20,7 @@ from aiohttp import web
 
 from ._anthropic import API as ANTHROPIC
 from ._cache import CacheModel
+from ._prompt_cache import PromptCache
 from ._errors import BadRequest, openai_error
 from ._openai_chat import API as OPENAI_CHAT
 from ._openai_responses import API as OPENAI_RESPONSES
@@ -105,7 +106,7 @@ class Emulator:
     ) -> None:
         self.host = host
         self._requested_port = port
-        self._state = ServerState(timing or TimingModel(), seed, created, cache_model or CacheModel())
+        self._state = ServerState(timing or TimingModel(), seed, created, cache_model or PromptCache())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -115,6 +116,11 @@ class Emulator:
     def timing(self) -> TimingModel:
         """The timing model in force."""
         return self._state.timing
+
+    @property
+    def cache(self) -> CacheModel:
+        """The prompt-cache model in force (a `PromptCache` unless another was given): ``advance()``, ``clear()``."""
+        return self._state.cache_model
 
     @property
     def port(self) -> int:

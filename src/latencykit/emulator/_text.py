@@ -24,8 +24,8 @@ PER_REQUEST_TOKENS = 3
 _IMAGE_TYPES = frozenset({"image", "image_url", "input_image", "document", "input_file"})
 _ALPHANUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _HEX = "0123456789abcdef"
-# Request fields that change the transport, not the answer.
-_TRANSPORT_FIELDS = ("stream", "stream_options")
+# Request fields that change the transport or the cache routing, not the answer.
+_TRANSPORT_FIELDS = ("stream", "stream_options", "prompt_cache_key", "cache_control")
 
 VOCABULARY = (
     "the", "model", "stream", "token", "latency", "cache", "prompt", "server", "batch", "decode",
@@ -80,10 +80,19 @@ def count_tokens(body: Mapping[str, Any]) -> int:
 
 
 def request_key(body: Mapping[str, Any]) -> str:
-    """Hex digest of the canonical request, ignoring fields that only choose streaming."""
-    canonical = {k: v for k, v in body.items() if k not in _TRANSPORT_FIELDS}
+    """Hex digest of the canonical request, ignoring streaming, cache keys and ``cache_control`` markers."""
+    canonical = {k: _unmarked(v) for k, v in body.items() if k not in _TRANSPORT_FIELDS}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` without ``cache_control`` keys (a marker changes caching, not the answer)."""
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    return value
 
 
 def make_id(seed: int, key: str, purpose: str, length: int, alphabet: str = _ALPHANUM) -> str:

@@ -54,7 +54,7 @@ class Settings:
         """Hand a finished record to its destinations: the span and metrics, then the Recorder."""
         if self.telemetry is not None and isinstance(timer.context, _CallSpan):
             self.telemetry.end(timer.context.span, timer.context.start_ns, rec, timer.gaps)
-        self.recorder.record(rec)
+        self.recorder.record(rec, timer.gaps)
 
 
 class _CallSpan:

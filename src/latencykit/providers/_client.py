@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 from ..telemetry._recorder import Recorder
 from ..telemetry._otel import Telemetry, default_telemetry
+from ._caching import resolve_cache
 from ._calls import Settings
 
 __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings"]
@@ -44,15 +45,18 @@ def _check_telemetry(telemetry: Any) -> Optional[Telemetry]:
     return telemetry
 
 
-def make_settings(provider: str, recorder: Any = None, telemetry: Any = None) -> Settings:
+def make_settings(provider: str, recorder: Any = None, telemetry: Any = None, cache: Any = "auto") -> Settings:
     """Validated per-client settings from the latencykit keyword options."""
-    return Settings(recorder=_check_recorder(recorder), provider=provider, telemetry=_check_telemetry(telemetry))
+    return Settings(
+        recorder=_check_recorder(recorder), provider=provider, telemetry=_check_telemetry(telemetry),
+        planner=resolve_cache(cache),
+    )  # fmt: skip
 
 
 def _init(
-    self: Any, *args: Any, recorder: Optional[Recorder] = None, telemetry: Any = None, **kwargs: Any
+    self: Any, *args: Any, recorder: Optional[Recorder] = None, telemetry: Any = None, cache: Any = "auto", **kwargs: Any
 ) -> None:
-    settings = make_settings(type(self)._lk_provider, recorder, telemetry)
+    settings = make_settings(type(self)._lk_provider, recorder, telemetry, cache)
     type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
     self._lk = settings
 

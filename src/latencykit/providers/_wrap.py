@@ -47,16 +47,16 @@ def _plan(client: Any) -> tuple[dict[str, Any], str]:
 
 
 @overload
-def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _ant.Anthropic: ...
+def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _ant.Anthropic: ...
 @overload
-def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _ant.AsyncAnthropic: ...
+def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _ant.AsyncAnthropic: ...
 @overload
-def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _oai.OpenAI: ...
+def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _oai.OpenAI: ...
 @overload
-def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> _oai.AsyncOpenAI: ...
+def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _oai.AsyncOpenAI: ...
 @overload
-def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> C: ...
-def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None) -> Any:
+def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> C: ...
+def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> Any:
     """Return a latencykit client built on an existing SDK client (Bedrock, Vertex, Azure included).
 
     The result is an instance of the client's own class (and of ``lk.Anthropic`` etc. for
@@ -65,14 +65,17 @@ def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = 
     through ``telemetry`` (the global providers by default; ``False`` for none). The
     original object is not
     modified. Wrapping a latencykit client returns it as is, or, with another
-    ``recorder=``, a copy that records there.
+    ``recorder=``, a copy that records there. ``cache=`` is the prompt-cache policy:
+    ``"auto"`` (default), ``"off"``, a `CachePolicy` or a breakpoint strategy.
     """
     if is_latency_client(client):
-        if recorder is None or recorder is client.latency:
+        if (recorder is None or recorder is client.latency) and cache == "auto":
             return client
         new = client.copy()
-        new._lk = dataclasses.replace(client._lk, recorder=make_settings(client._lk.provider, recorder).recorder)
+        fresh = make_settings(client._lk.provider, recorder or client.latency, None, cache)
+        planner = fresh.planner if cache != "auto" else client._lk.planner
+        new._lk = dataclasses.replace(client._lk, recorder=fresh.recorder, planner=planner)
         return new
     resources, provider = _plan(client)
-    settings = make_settings(provider, recorder, telemetry)
+    settings = make_settings(provider, recorder, telemetry, cache)
     return clone_as(client, client_class(type(client), resources, provider), settings)

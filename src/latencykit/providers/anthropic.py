@@ -242,6 +242,7 @@ RESOURCES = {"messages": _Messages}
 ASYNC_RESOURCES = {"messages": _AsyncMessages}
 
 if TYPE_CHECKING:
+    from ._caching import CacheOption
 
     class Anthropic(anthropic.Anthropic):
         """``anthropic.Anthropic`` that always streams and records every call in ``client.latency``."""
@@ -251,6 +252,7 @@ if TYPE_CHECKING:
             *args: Any,
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
+            cache: CacheOption = "auto",
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -264,6 +266,7 @@ if TYPE_CHECKING:
             *args: Any,
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
+            cache: CacheOption = "auto",
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -275,12 +278,12 @@ else:
         RESOURCES,
         "anthropic",
         "``anthropic.Anthropic`` that always streams and records every call in ``client.latency``.\n\n"
-        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
     )
     AsyncAnthropic = client_class(
         anthropic.AsyncAnthropic,
         ASYNC_RESOURCES,
         "anthropic",
         "``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``.\n\n"
-        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
     )

@@ -424,6 +424,7 @@ RESOURCES = {"chat": _Chat, "responses": _Responses}
 ASYNC_RESOURCES = {"chat": _AsyncChat, "responses": _AsyncResponses}
 
 if TYPE_CHECKING:
+    from ._caching import CacheOption
 
     class OpenAI(openai.OpenAI):
         """``openai.OpenAI`` that always streams and records every call in ``client.latency``."""
@@ -433,6 +434,7 @@ if TYPE_CHECKING:
             *args: Any,
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
+            cache: CacheOption = "auto",
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -446,6 +448,7 @@ if TYPE_CHECKING:
             *args: Any,
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
+            cache: CacheOption = "auto",
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -457,12 +460,12 @@ else:
         RESOURCES,
         "openai",
         "``openai.OpenAI`` that always streams and records every call in ``client.latency``.\n\n"
-        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
     )
     AsyncOpenAI = client_class(
         openai.AsyncOpenAI,
         ASYNC_RESOURCES,
         "openai",
         "``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``.\n\n"
-        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`).",
+        "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
     )

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from ..core._record import CallRecord
-from ._summary import Summary, summarize
+from ._cache_report import CacheReport, cache_report
+from ._stats import GroupKey, LatencyStats, group_key
+from ._summary import Summary
 
 __all__ = ["Recorder"]
 
@@ -18,15 +20,25 @@ Listener = Callable[[CallRecord], None]
 
 
 class Recorder:
-    """Keeps the most recent `CallRecord`s (bounded) and summarizes them.
+    """Keeps recent `CallRecord`s (bounded) and a percentile sketch per metric and group.
 
     Thread-safe; one instance may be shared by several clients
-    (``lk.Anthropic(..., recorder=shared)``). ``max_calls`` bounds memory.
+    (``lk.Anthropic(..., recorder=shared)``). Memory is bounded: ``max_calls`` records, and
+    per group — (provider, model, operation, cache state), at most ``max_groups`` — one
+    sketch per metric of a few KB (relative accuracy ``relative_accuracy``). Summaries come
+    from the sketches, so they cover every call since creation, not only the retained ones.
     """
 
-    def __init__(self, *, max_calls: int = 10_000) -> None:
+    def __init__(self, *, max_calls: int = 10_000, relative_accuracy: float = 0.01, max_groups: int = 1_000) -> None:
         if not isinstance(max_calls, int) or isinstance(max_calls, bool) or max_calls < 1:
             raise ValueError(f"max_calls must be a positive int, got {max_calls!r}")
+        if not isinstance(relative_accuracy, float) or not 0 < relative_accuracy < 1:
+            raise ValueError(f"relative_accuracy must be a float in (0, 1), got {relative_accuracy!r}")
+        if not isinstance(max_groups, int) or isinstance(max_groups, bool) or max_groups < 1:
+            raise ValueError(f"max_groups must be a positive int, got {max_groups!r}")
+        self.relative_accuracy = relative_accuracy
+        self._max_groups = max_groups
+        self._stats: dict[GroupKey, LatencyStats] = {}
         self._calls: deque[CallRecord] = deque(maxlen=max_calls)
         self._lock = threading.Lock()
         self._last: Optional[CallRecord] = None
@@ -34,9 +46,21 @@ class Recorder:
         self.total_calls = 0
         """Calls recorded since creation (not bounded by ``max_calls``)."""
 
-    def record(self, rec: CallRecord) -> None:
-        """Add a finished record and notify listeners (their errors are logged, not raised)."""
+    def record(self, rec: CallRecord, gaps: Sequence[float] = ()) -> None:
+        """Add a finished record (and its inter-chunk gaps) and notify listeners.
+
+        Listener errors are logged, not raised.
+        """
+        key = group_key(rec)
         with self._lock:
+            stats = self._stats.get(key)
+            if stats is None:
+                if len(self._stats) >= self._max_groups:
+                    key = GroupKey("other", "other", rec.operation, key.cache)
+                    stats = self._stats.get(key)
+                if stats is None:
+                    stats = self._stats[key] = LatencyStats(self.relative_accuracy)
+            stats.add(rec, gaps)
             self._calls.append(rec)
             self._last = rec
             self.total_calls += 1
@@ -69,37 +93,69 @@ class Recorder:
             return list(self._calls)
 
     def clear(self) -> None:
-        """Forget all records."""
+        """Forget all records and statistics."""
         with self._lock:
             self._calls.clear()
+            self._stats.clear()
             self._last = None
 
     def summary(self, *, provider: Optional[str] = None, model: Optional[str] = None, label: str = "") -> Summary:
-        """P50/P90/P95/P99, mean and max of TTFT, TPOT, E2E, TTFB and chunk gaps, per group and overall."""
+        """P50/P90/P95/P99/P99.9, mean, max and count of TTFT, TPOT, E2E, TTFB and ITL, per group and overall."""
+        with self._lock:
+            stats = {
+                k: v.copy()
+                for k, v in self._stats.items()
+                if (provider is None or k.provider == provider) and (model is None or k.model == model)
+            }
+            recs = [
+                r
+                for r in self._calls
+                if (provider is None or r.provider == provider)
+                and (model is None or model in (r.request_model, r.response_model))
+            ]
+        return Summary(stats, label, recs)
+
+    def merge(self, other: "Recorder") -> None:
+        """Add another Recorder's statistics (exact: sketches merge) and records to this one."""
+        if not isinstance(other, Recorder):
+            raise ValueError(f"can only merge a latencykit.Recorder, got {other!r}")
+        snapshot = other.stats()
+        records = other.calls
+        with self._lock:
+            for key, stats in snapshot.items():
+                if key in self._stats:
+                    self._stats[key].merge(stats)
+                else:
+                    self._stats[key] = stats
+            self._calls.extend(records)
+            self.total_calls += len(records)
+
+    def stats(self) -> dict[GroupKey, LatencyStats]:
+        """A snapshot of the per-group statistics (copies)."""
+        with self._lock:
+            return {k: v.copy() for k, v in self._stats.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The statistics as JSON-friendly data (to ship to another process and `merge` there)."""
+        return {"relative_accuracy": self.relative_accuracy, "groups": [[list(k), v.to_dict()] for k, v in self.stats().items()]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Recorder":
+        """A Recorder holding the statistics of `to_dict` (no individual records)."""
+        rec = cls(relative_accuracy=float(data["relative_accuracy"]))
+        for key, stats in data["groups"]:
+            rec._stats[GroupKey(*key)] = LatencyStats.from_dict(stats)
+        return rec
+
+    def cache_report(self, *, provider: Optional[str] = None, model: Optional[str] = None) -> CacheReport:
+        """Cache hit rate by tokens and by calls, tokens read and written, cost saved, verdicts, top miss reasons."""
         recs = [
             r
             for r in self.calls
             if (provider is None or r.provider == provider)
             and (model is None or model in (r.request_model, r.response_model))
         ]
-        return summarize(recs, label)
-
-    def cache_report(self) -> dict[str, object]:
-        """Cache hit rate by tokens and by calls, tokens read and written (from server-reported usage)."""
-        recs = [r for r in self.calls if r.cache_read_tokens is not None]
-        read = sum(r.cache_read_tokens or 0 for r in recs)
-        written = sum(r.cache_write_tokens or 0 for r in recs)
-        total_in = sum(r.input_tokens or 0 for r in recs)
-        hits = sum(1 for r in recs if (r.cache_read_tokens or 0) > 0)
-        return {
-            "calls_reporting": len(recs),
-            "calls_not_reporting": len(self.calls) - len(recs),
-            "hit_rate_tokens": (read / total_in) if total_in else None,
-            "hit_rate_calls": (hits / len(recs)) if recs else None,
-            "tokens_read": read,
-            "tokens_written": written,
-            "input_tokens": total_in,
-        }
+        return cache_report(recs)
 
     def __repr__(self) -> str:
         return f"<Recorder calls={len(self._calls)} total={self.total_calls}>"

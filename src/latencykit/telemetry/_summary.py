@@ -1,26 +1,31 @@
-"""Percentile summaries of call records (P50/P90/P95/P99 per metric), as text, dict and HTML."""
+"""`Summary`: P50/P90/P95/P99/P99.9, mean, max and count per metric — overall and per group.
+
+Built from the Recorder's percentile sketches (relative error ≤ α, 1 % by default), so it
+costs the same for ten calls or ten million. Renders as text, a dict/JSON, and HTML in a
+notebook; ``check(slo)`` lists SLO violations.
+"""
 
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
-
-import numpy as np
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from ..core._record import CallRecord
+from ._sketch import PercentileSketch
+from ._slo import SLO, Violation, goodput
+from ._stats import METRICS, GroupKey, LatencyStats, group_key
 
-__all__ = ["MetricSummary", "Summary", "TIME_METRICS", "summarize"]
+__all__ = ["MetricSummary", "GroupSummary", "Summary"]
 
-TIME_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e", "ttfb", "chunk_gap_mean")
-"""Per-call time metrics, in seconds, that `Summary` reports."""
-TOKEN_METRICS: tuple[str, ...] = ("input_tokens", "output_tokens")
-QUANTILES: tuple[float, ...] = (0.50, 0.90, 0.95, 0.99)
+QUANTILES: tuple[float, ...] = (0.50, 0.90, 0.95, 0.99, 0.999)
+_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "ttfb": "TTFB", "itl": "ITL"}
 
 
 @dataclass(frozen=True)
 class MetricSummary:
-    """Distribution of one metric over a group of calls; ``None`` when no call had a value."""
+    """Distribution of one metric (seconds); quantiles are ``None`` when no call had a value."""
 
     metric: str
     count: int
@@ -29,71 +34,87 @@ class MetricSummary:
     p90: Optional[float]
     p95: Optional[float]
     p99: Optional[float]
+    p999: Optional[float]
     max: Optional[float]
 
     @classmethod
-    def of(cls, metric: str, values: Sequence[float]) -> "MetricSummary":
-        """Summarize raw values (exact quantiles, numpy's linear method)."""
-        if not values:
-            return cls(metric, 0, None, None, None, None, None, None)
-        arr = np.asarray(values, dtype=float)
-        qs = np.quantile(arr, QUANTILES)
-        return cls(
-            metric,
-            int(arr.size),
-            float(arr.mean()),
-            float(qs[0]),
-            float(qs[1]),
-            float(qs[2]),
-            float(qs[3]),
-            float(arr.max()),
-        )
+    def of(cls, metric: str, sketch: PercentileSketch) -> "MetricSummary":
+        """Summarize a sketch."""
+        p50, p90, p95, p99, p999 = sketch.quantiles(QUANTILES)
+        return cls(metric, sketch.count, sketch.mean, p50, p90, p95, p99, p999, sketch.max)
+
+    def quantile(self, q: float) -> Optional[float]:
+        """The stored quantile nearest to ``q`` among P50/P90/P95/P99/P99.9."""
+        return {0.5: self.p50, 0.9: self.p90, 0.95: self.p95, 0.99: self.p99, 0.999: self.p999}.get(round(q, 3))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields."""
-        return {
-            "metric": self.metric,
-            "count": self.count,
-            "mean": self.mean,
-            "p50": self.p50,
-            "p90": self.p90,
-            "p95": self.p95,
-            "p99": self.p99,
-            "max": self.max,
-        }
+        return {k: getattr(self, k) for k in ("metric", "count", "mean", "p50", "p90", "p95", "p99", "p999", "max")}
 
 
 @dataclass(frozen=True)
 class GroupSummary:
-    """All metrics of the calls that share provider, model and operation."""
+    """The calls that share provider, model, operation and cache state."""
 
     provider: str
     model: str
     operation: str
+    cache: str
     calls: int
     outcomes: dict[str, int]
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
     metrics: dict[str, MetricSummary]
+    sketches: dict[str, PercentileSketch]
+
+    @property
+    def name(self) -> str:
+        """``provider/model (cache state)``."""
+        return f"{self.provider}/{self.model} ({self.cache})"
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the group."""
+        """Plain dict (without the sketches)."""
         return {
             "provider": self.provider,
             "model": self.model,
             "operation": self.operation,
+            "cache": self.cache,
             "calls": self.calls,
             "outcomes": dict(self.outcomes),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
             "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
         }
 
 
 class Summary:
-    """Percentiles per metric, overall (``summary["ttft"]``) and per (provider, model, operation)."""
+    """Percentiles per metric: ``summary["ttft"].p99`` overall, ``summary.groups`` per group."""
 
-    def __init__(self, overall: dict[str, MetricSummary], groups: list[GroupSummary], calls: int, label: str = "") -> None:
-        self.overall = overall
-        self.groups = groups
-        self.calls = calls
+    def __init__(self, stats: dict[GroupKey, LatencyStats], label: str = "", records: Sequence[CallRecord] = ()) -> None:
         self.label = label
+        self._records = list(records)
+        self.groups = [_group(k, v) for k, v in sorted(stats.items())]
+        overall = {m: PercentileSketch(_alpha(stats)) for m in METRICS}
+        for g in stats.values():
+            for m, sk in g.sketches.items():
+                overall[m].merge(sk)
+        self.overall = {m: MetricSummary.of(m, sk) for m, sk in overall.items()}
+        self.calls = sum(g.calls for g in self.groups)
+        self.outcomes: dict[str, int] = {}
+        for group in self.groups:
+            for o, n in group.outcomes.items():
+                self.outcomes[o] = self.outcomes.get(o, 0) + n
+
+    @classmethod
+    def from_records(cls, records: Iterable[CallRecord], label: str = "") -> "Summary":
+        """Summarize records directly (no Recorder), e.g. a filtered list of calls."""
+        recs = list(records)
+        stats: dict[GroupKey, LatencyStats] = {}
+        for r in recs:
+            stats.setdefault(group_key(r), LatencyStats()).add(r)
+        return cls(stats, label, recs)
 
     def __getitem__(self, metric: str) -> MetricSummary:
         return self.overall[metric]
@@ -101,74 +122,120 @@ class Summary:
     def __contains__(self, metric: object) -> bool:
         return metric in self.overall
 
+    # -- SLOs ------------------------------------------------------------------------------
+    def check(self, slos: Union[SLO, Sequence[SLO]]) -> list[Violation]:
+        """Violations of each SLO, overall and per group (empty when all are met)."""
+        objectives = [slos] if isinstance(slos, SLO) else list(slos)
+        out: list[Violation] = []
+        for slo in objectives:
+            scopes = [("overall", self.overall[slo.metric])] + [(g.name, g.metrics[slo.metric]) for g in self.groups]
+            for name, m in scopes:
+                if m.count == 0:
+                    continue
+                observed = _quantile(self, name, slo.metric, slo.percentile)
+                if observed is not None and observed > slo.threshold:
+                    out.append(Violation(slo, name, observed, m.count))
+        return out
+
+    def goodput(self, slos: Union[SLO, Sequence[SLO]]) -> Optional[float]:
+        """Share of the summarized calls (those still held by the Recorder) meeting every SLO."""
+        return goodput(self._records, slos)
+
+    # -- rendering -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict: ``{"calls", "overall": {metric: ...}, "groups": [...]}``."""
+        """JSON-friendly dict: calls, outcomes, overall metrics, groups."""
         return {
-            "calls": self.calls,
             "label": self.label,
+            "calls": self.calls,
+            "outcomes": dict(self.outcomes),
             "overall": {k: v.to_dict() for k, v in self.overall.items()},
             "groups": [g.to_dict() for g in self.groups],
         }
 
+    def to_json(self, **kwargs: Any) -> str:
+        """`to_dict` as JSON text."""
+        return json.dumps(self.to_dict(), **kwargs)
+
     def rows(self) -> list[list[str]]:
-        """Table rows (header first) with times in milliseconds, one row per group × time metric."""
-        out = [["provider", "model", "metric", "n", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "max ms"]]
+        """Table rows (header first), times in ms: one row per group × metric with data."""
+        out = [["group", "metric", "n", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms"]]
         for g in self.groups:
-            for name in TIME_METRICS:
-                m = g.metrics[name]
+            for metric in METRICS:
+                m = g.metrics[metric]
                 if m.count:
-                    out.append([g.provider, g.model, name, str(m.count), *(_ms(v) for v in (m.p50, m.p90, m.p95, m.p99, m.max))])
+                    out.append([g.name, _LABELS[metric], str(m.count), *(_ms(v) for v in (m.p50, m.p90, m.p95, m.p99, m.p999, m.max))])
         return out
 
     def __str__(self) -> str:
         rows = self.rows()
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = [f"{self.label}calls: {self.calls}"] if self.label else [f"calls: {self.calls}"]
+        head = f"{self.label} — " if self.label else ""
+        lines = [f"{head}{self.calls} calls, outcomes {self.outcomes}"]
         for r in rows:
-            lines.append("  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+            lines.append("  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
         return "\n".join(lines)
 
+    def __rich__(self) -> Any:
+        """A rich table (``rich.print(summary)``); needs ``rich`` (the ``bench`` extra)."""
+        from rich.table import Table
+
+        rows = self.rows()
+        title = f"{self.label + ' — ' if self.label else ''}{self.calls} calls"
+        table = Table(title=title, title_justify="left")
+        for i, name in enumerate(rows[0]):
+            table.add_column(name, justify="right" if i >= 2 else "left")
+        for r in rows[1:]:
+            table.add_row(*r)
+        return table
+
     def __repr__(self) -> str:
-        return f"<Summary calls={self.calls} ttft_p50={_ms(self.overall['ttft'].p50)}ms ttft_p99={_ms(self.overall['ttft'].p99)}ms>"
+        t = self.overall["ttft"]
+        return f"<Summary calls={self.calls} ttft_p50={_ms(t.p50)}ms ttft_p99={_ms(t.p99)}ms>"
 
     def _repr_html_(self) -> str:
         rows = self.rows()
         head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-        caption = html.escape(f"{self.label}latencykit summary — {self.calls} calls")
-        return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        caption = html.escape(f"{self.label + ' — ' if self.label else ''}latencykit: {self.calls} calls")
+        return f'<table class="latencykit-summary"><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _group(key: GroupKey, stats: LatencyStats) -> GroupSummary:
+    sketches = {m: s.copy() for m, s in stats.sketches.items()}
+    return GroupSummary(
+        key.provider,
+        key.model,
+        key.operation,
+        key.cache,
+        stats.calls,
+        dict(stats.outcomes),
+        stats.input_tokens,
+        stats.output_tokens,
+        stats.cache_read_tokens,
+        {m: MetricSummary.of(m, s) for m, s in sketches.items()},
+        sketches,
+    )
+
+
+def _quantile(summary: Summary, scope: str, metric: str, q: float) -> Optional[float]:
+    if scope == "overall":
+        sketch = PercentileSketch(_alpha_of(summary))
+        for g in summary.groups:
+            sketch.merge(g.sketches[metric])
+        return sketch.quantile(q)
+    for g in summary.groups:
+        if g.name == scope:
+            return g.sketches[metric].quantile(q)
+    return None
+
+
+def _alpha(stats: dict[GroupKey, LatencyStats]) -> float:
+    return next(iter(stats.values())).relative_accuracy if stats else 0.01
+
+
+def _alpha_of(summary: Summary) -> float:
+    return summary.groups[0].sketches["ttft"].relative_accuracy if summary.groups else 0.01
 
 
 def _ms(v: Optional[float]) -> str:
     return "-" if v is None else f"{v * 1000:.1f}"
-
-
-def _metric_values(records: Iterable[CallRecord], metric: str) -> list[float]:
-    vals: list[float] = []
-    for r in records:
-        v = getattr(r, metric)
-        if v is not None:
-            vals.append(float(v))
-    return vals
-
-
-def _all_metrics(records: Sequence[CallRecord]) -> dict[str, MetricSummary]:
-    return {m: MetricSummary.of(m, _metric_values(records, m)) for m in TIME_METRICS + TOKEN_METRICS}
-
-
-def summarize(records: Sequence[CallRecord], label: str = "") -> Summary:
-    """Build a `Summary` from records (only calls that completed count toward latencies)."""
-    done = [r for r in records if r.outcome == "completed"]
-    buckets: dict[tuple[str, str, str], list[CallRecord]] = {}
-    outcomes: dict[tuple[str, str, str], dict[str, int]] = {}
-    for r in records:
-        key = (r.provider, r.response_model or r.request_model or "?", r.operation)
-        counts = outcomes.setdefault(key, {})
-        counts[r.outcome] = counts.get(r.outcome, 0) + 1
-        if r.outcome == "completed":
-            buckets.setdefault(key, []).append(r)
-    groups = [
-        GroupSummary(k[0], k[1], k[2], sum(outcomes[k].values()), outcomes[k], _all_metrics(buckets.get(k, [])))
-        for k in sorted(outcomes)
-    ]
-    return Summary(_all_metrics(done), groups, len(records), label)

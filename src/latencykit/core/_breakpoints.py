@@ -1,0 +1,183 @@
+"""Where to put Anthropic ``cache_control`` breakpoints: the strategy, the budget, the edit.
+
+A strategy is any callable ``(PlanContext) -> Sequence[int]``: the block indices it would
+like to mark, most valuable first. `BreakpointPlanner` is the default one. `plan_markers`
+enforces the API's rules whatever the strategy says — at most 4 markers counting the
+caller's and a top-level ``cache_control``, no duplicates, only markable blocks, TTLs in
+order — and `apply_markers` writes them into a *copy* of the request, copying only the
+containers on the path to a changed block.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ._cache_facts import LOOKBACK_BLOCKS, MAX_MARKERS
+from ._segments import Shape
+
+__all__ = ["BreakpointPlanner", "MarkerPlan", "PlanContext", "Strategy", "apply_markers", "plan_markers"]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a strategy may look at: the request's shape and what the library has learned."""
+
+    shape: Shape
+    min_tokens: int
+    """Minimum cacheable prefix for this model."""
+    dynamic: Mapping[str, int] = field(default_factory=dict)
+    """Segments learned to change on every call → index of their first changing block within the segment."""
+    written: frozenset[int] = frozenset()
+    """Block indices whose prefix the ledger believes is cached now."""
+
+
+Strategy = Callable[[PlanContext], Sequence[int]]
+
+
+@dataclass(frozen=True)
+class MarkerPlan:
+    """The markers a request will carry, after the budget was applied."""
+
+    added: tuple[tuple[int, Optional[str]], ...]
+    """``(block index, ttl or None for the default 5m)`` placed by latencykit."""
+    markers: tuple[tuple[int, str], ...]
+    """All markers the server will see: caller's, top-level (on the last markable block) and ours."""
+    limited: bool = False
+    """The strategy wanted more markers than the budget allowed."""
+
+
+class BreakpointPlanner:
+    """Default strategy: end of tools, end of the stable system prompt, newest message (multi-turn).
+
+    A single-turn request's user message gets no marker: it is the dynamic part. Segments
+    learned to be dynamic stop the walk: no marker is put after the first dynamic block.
+    When the newest message is more than ``lookback`` blocks past the last cached prefix, one
+    extra marker goes ``lookback - 1`` blocks after it, so the 20-block lookback finds it.
+    Prefixes shorter than the model's minimum get no marker (it would cache nothing).
+    """
+
+    def __init__(self, *, lookback: int = LOOKBACK_BLOCKS) -> None:
+        self.lookback = lookback
+
+    def __call__(self, ctx: PlanContext) -> list[int]:
+        shape, dyn = ctx.shape, ctx.dynamic
+        blocks = shape.blocks
+        if "tools" in dyn:
+            return []
+        wanted: list[int] = []
+        tools = [i for i, b in enumerate(blocks) if b.segment == "tools"]
+        system = [i for i, b in enumerate(blocks) if b.segment == "system"]
+        if tools:
+            wanted.append(tools[-1])
+        stable = system[: dyn.get("system", len(system))]
+        mark = _last_markable(shape, stable)
+        if mark is not None:
+            wanted.append(mark)
+        if shape.messages > 1 and "system" not in dyn:
+            last = [i for i, b in enumerate(blocks) if b.segment == f"message {shape.messages - 1}"]
+            newest = _last_markable(shape, last)
+            if newest is not None:
+                wanted.append(newest)
+                cached = max((p for p in ctx.written if p < newest), default=None)
+                if cached is not None and newest - cached >= self.lookback:
+                    step = _last_markable(shape, range(cached + 1, cached + self.lookback))
+                    if step is not None:
+                        wanted.append(step)
+        keep = [i for i in wanted if blocks[i].prefix_tokens >= ctx.min_tokens]
+        # Furthest first: it reads the most; the lookback step right after the newest marker.
+        keep.sort(reverse=True)
+        return keep
+
+    def __repr__(self) -> str:
+        return f"BreakpointPlanner(lookback={self.lookback})"
+
+
+def _last_markable(shape: Shape, indices: Sequence[int]) -> Optional[int]:
+    for i in reversed(list(indices)):
+        if 0 <= i < len(shape.blocks) and shape.blocks[i].markable:
+            return i
+    return None
+
+
+def plan_markers(shape: Shape, wanted: Sequence[int]) -> MarkerPlan:
+    """Fit the strategy's wishes into the marker budget; never more than 4 in all."""
+    caller = dict(shape.markers)
+    top: Optional[int] = None
+    if shape.top_level is not None:
+        top = _last_markable(shape, range(len(shape.blocks)))
+    taken = len(caller) + (1 if shape.top_level is not None else 0)
+    budget = max(MAX_MARKERS - taken, 0)
+    chosen: list[int] = []
+    limited = False
+    for i in wanted:
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(shape.blocks):
+            continue
+        if i in caller or i == top or i in chosen or not shape.blocks[i].markable:
+            continue
+        if len(chosen) >= budget:
+            limited = True
+            continue
+        chosen.append(i)
+    later_1h = [i for i, ttl in caller.items() if ttl == "1h"]
+    if shape.top_level == "1h" and top is not None:
+        later_1h.append(top)
+    added = tuple(sorted((i, "1h" if any(j > i for j in later_1h) else None) for i in chosen))
+    every: dict[int, str] = dict(caller)
+    if top is not None and shape.top_level is not None:
+        every.setdefault(top, shape.top_level)
+    for i, ttl in added:
+        every[i] = ttl or "5m"
+    return MarkerPlan(added, tuple(sorted(every.items())), limited)
+
+
+def apply_markers(request: Mapping[str, Any], shape: Shape, added: Sequence[tuple[int, Optional[str]]]) -> dict[str, Any]:
+    """A copy of ``request`` with ``cache_control`` on the given blocks; the original is untouched.
+
+    Only the containers on the path to a marked block are copied; a string system prompt
+    or message content becomes one text block carrying the marker (the same prompt).
+    """
+    out = dict(request)
+    copied: set[tuple[Any, ...]] = set()
+
+    def own(container_path: tuple[Any, ...], parent: Any, key: Any) -> Any:
+        value = parent[key]
+        if container_path not in copied:
+            value = list(value) if isinstance(value, (list, tuple)) else dict(_plain(value))
+            parent[key] = value
+            copied.add(container_path)
+        return value
+
+    for index, ttl in added:
+        cc: dict[str, Any] = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
+        path: tuple[Any, ...] = shape.blocks[index].path
+        if len(path) == 1 or (path[0] == "messages" and len(path) == 2):
+            holder: Any = out
+            key: Any = path[0]
+            if len(path) == 2:
+                holder = own(path, own(path[:1], out, "messages"), path[1])
+                key = "content"
+            holder[key] = [{"type": "text", "text": holder[key], "cache_control": cc}]
+            continue
+        parent = own(path[:1], out, path[0])
+        if path[0] == "messages":
+            message = own(path[:2], parent, path[1])
+            parent = own(path[:2] + ("content",), message, "content")
+        block = dict(_plain(parent[path[-1]]))
+        block["cache_control"] = cc
+        parent[path[-1]] = block
+    return out
+
+
+def _plain(value: Any) -> Mapping[str, Any]:
+    if isinstance(value, Mapping):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        result: Mapping[str, Any] = dump(mode="json", exclude_none=True)
+        return result
+    return copy.deepcopy(value)  # pragma: no cover - parse() rejects other shapes
+
+

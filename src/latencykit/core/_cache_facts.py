@@ -1,0 +1,85 @@
+"""Prompt-cache facts in one table: limits, minimum lengths, TTLs and price multipliers.
+
+Every number here comes from ``shared/reference/api-facts.md`` §2–3 and is used by both
+the library (planning, verification, reports) and the emulator, so a change in the
+providers' rules is a one-line edit. Sources disagree on the per-model minimums; the
+table follows the latest summary (2026-10) and can be overridden per client with
+``CachePolicy(min_tokens={...})``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Optional
+
+__all__ = [
+    "MAX_MARKERS",
+    "LOOKBACK_BLOCKS",
+    "TTL_SECONDS",
+    "ANTHROPIC_MIN_TOKENS",
+    "DEFAULT_MIN_TOKENS",
+    "OPENAI_MIN_TOKENS",
+    "OPENAI_INCREMENT",
+    "OPENAI_ROUTING_TOKENS",
+    "OPENAI_TTL_SECONDS",
+    "PRICE_MULTIPLIERS",
+    "min_cacheable_tokens",
+    "ttl_seconds",
+]
+
+MAX_MARKERS = 4
+"""Anthropic: at most 4 ``cache_control`` blocks per request (the top-level one included)."""
+LOOKBACK_BLOCKS = 20
+"""Anthropic: a breakpoint looks back at most 20 blocks for an earlier cache entry."""
+TTL_SECONDS: Mapping[str, float] = {"5m": 300.0, "1h": 3600.0}
+"""Anthropic ``cache_control.ttl`` values; ``5m`` is the default; refreshed on every hit."""
+
+# Substring of the model id → minimum cacheable prefix in tokens. First match wins, so the
+# more specific names come first.
+ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
+    ("opus-5", 512),
+    ("fable-5", 512),
+    ("mythos-5", 512),
+    ("sonnet-5", 1024),
+    ("opus-4-8", 1024),
+    ("opus-4-7", 2048),
+    ("opus-4-6", 4096),
+    ("opus-4-5", 4096),
+    ("haiku-4-5", 4096),
+    ("haiku-3", 2048),
+    ("sonnet-4", 1024),
+    ("opus-4", 1024),
+    ("sonnet-3", 1024),
+)
+DEFAULT_MIN_TOKENS = 1024
+"""Minimum for a model the table does not know."""
+
+OPENAI_MIN_TOKENS = 1024
+"""OpenAI caches prompts of at least 1024 tokens, automatically."""
+OPENAI_INCREMENT = 128
+"""OpenAI cache hits grow in 128-token increments (models before GPT-5.6)."""
+OPENAI_ROUTING_TOKENS = 256
+"""OpenAI routes by a hash of about the first 256 prompt tokens, combined with ``prompt_cache_key``."""
+OPENAI_TTL_SECONDS = 300.0
+"""In-memory retention: cleared after 5–10 minutes of inactivity; the lower bound is used."""
+
+PRICE_MULTIPLIERS: Mapping[str, Mapping[str, float]] = {
+    "anthropic": {"read": 0.1, "write_5m": 1.25, "write_1h": 2.0},
+    "openai": {"read": 0.1, "write_5m": 1.0, "write_1h": 1.0},
+}
+"""Cache price × the base input price. OpenAI reads vary by model (0.1–0.5×); writes are free before GPT-5.6."""
+
+
+def min_cacheable_tokens(model: Optional[str], overrides: Optional[Mapping[str, int]] = None) -> int:
+    """The minimum cacheable prefix for an Anthropic ``model`` (overrides first, by substring)."""
+    name = (model or "").lower()
+    for table in ((overrides or {}).items(), ANTHROPIC_MIN_TOKENS):
+        for key, value in table:
+            if key.lower() in name:
+                return int(value)
+    return DEFAULT_MIN_TOKENS
+
+
+def ttl_seconds(ttl: Optional[str]) -> float:
+    """Seconds of a ``cache_control.ttl`` value (``None`` or unknown means ``5m``)."""
+    return TTL_SECONDS.get(ttl or "5m", TTL_SECONDS["5m"])

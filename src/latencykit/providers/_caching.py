@@ -1,0 +1,246 @@
+"""`CachePolicy`: the request planner that places prompt-cache breakpoints and verifies every call.
+
+It is the ``Settings.planner`` of a client (``lk.Anthropic(cache="auto" | "off" | policy |
+strategy)``): before each call it parses the request (`core._segments`), learns which
+segments change (`core._learn`), lets the breakpoint strategy choose markers within the
+budget (`core._breakpoints`) or derives an OpenAI ``prompt_cache_key``, and predicts the
+cache read from the `Ledger` (`core._verify`). The returned finish hook fills the record's
+``cache_expected_tokens`` / ``cache_verdict`` / ``cache_miss_reason``, updates the ledger
+and warns (rate-limited, on the ``latencykit`` logger) about unexpected misses.
+Nothing here raises into the call: odd shapes are sent as given.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Callable, Literal, Optional, Union
+
+from ..core._breakpoints import BreakpointPlanner, PlanContext, Strategy, apply_markers, plan_markers
+from ..core._cache_facts import OPENAI_MIN_TOKENS, OPENAI_TTL_SECONDS, min_cacheable_tokens, ttl_seconds
+from ..core._learn import Change, Families
+from ..core._ledger import Ledger
+from ..core._record import CallRecord
+from ..core._segments import Fingerprinter, Shape, Unsupported, parse
+from ..core._tokens import block_size
+from ..core._verify import NOT_CHANGED_LOCALLY, PARTIAL, PREFIX_CHANGED, UNEXPECTED_MISS, Expectation, expect_anthropic, expect_openai, judge
+from ._calls import Finish, given
+
+__all__ = ["CacheOption", "CachePolicy", "resolve_cache"]
+
+logger = logging.getLogger("latencykit")
+
+_APIS = ("messages", "chat.completions", "responses")
+_MODES = ("auto", "off")
+
+
+class CachePolicy:
+    """How a client places prompt-cache breakpoints and checks every call's cache usage.
+
+    ``breakpoints``: ``"auto"`` (`BreakpointPlanner`), ``"off"`` (send markers as given),
+    or any strategy callable ``(PlanContext) -> Sequence[int]``. ``derive_key``: set an
+    OpenAI ``prompt_cache_key`` from the static prefix when the caller set none.
+    ``min_tokens``: per-model minimum overrides (model-name substring → tokens).
+    ``ledger``: share one `Ledger` between clients. ``secret``: key for fingerprints and
+    derived cache keys (default ``$LATENCYKIT_CACHE_SECRET`` or per process); processes
+    sharing a secret derive the same keys. ``estimator``: block → ``(characters, fixed
+    tokens)``. ``diagnostics``: ask Anthropic's cache diagnostics for a ``cache_miss_reason``
+    of its own (recorded in ``record.extra``). ``warn_every``: seconds between
+    unexpected-miss warnings. ``clock``: monotonic seconds, injectable for tests.
+    """
+
+    def __init__(
+        self,
+        breakpoints: Union[str, Strategy] = "auto",
+        *,
+        derive_key: bool = True,
+        min_tokens: Optional[Mapping[str, int]] = None,
+        ledger: Optional[Ledger] = None,
+        secret: Optional[bytes] = None,
+        estimator: Optional[Callable[[Any], tuple[int, int]]] = None,
+        diagnostics: bool = False,
+        warn_every: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(breakpoints, str):
+            if breakpoints not in _MODES:
+                raise ValueError(f"breakpoints must be 'auto', 'off' or a strategy callable, got {breakpoints!r}")
+            self.strategy: Optional[Strategy] = BreakpointPlanner() if breakpoints == "auto" else None
+        elif callable(breakpoints):
+            self.strategy = breakpoints
+        else:
+            raise ValueError(f"breakpoints must be 'auto', 'off' or a strategy callable, got {breakpoints!r}")
+        if ledger is not None and not isinstance(ledger, Ledger):
+            raise ValueError(f"ledger must be a latencykit Ledger, got {ledger!r}")
+        self.derive_key = derive_key
+        self.min_tokens = dict(min_tokens or {})
+        self.ledger = ledger if ledger is not None else Ledger(clock=clock)
+        self.diagnostics = diagnostics
+        self.warn_every = warn_every
+        self.clock = clock
+        self._fp = Fingerprinter(secret)
+        self._estimate = estimator or block_size
+        self._families = Families()
+        self._warn_lock = threading.Lock()
+        self._last_warning = float("-inf")
+        self._suppressed = 0
+        self._last_message_id: dict[bytes, str] = {}
+
+    @property
+    def mode(self) -> str:
+        """``"auto"``, ``"off"`` or ``"custom"``."""
+        if self.strategy is None:
+            return "off"
+        return "auto" if isinstance(self.strategy, BreakpointPlanner) else "custom"
+
+    def __repr__(self) -> str:
+        return f"CachePolicy(mode={self.mode!r}, derive_key={self.derive_key}, ledger={self.ledger!r})"
+
+    # -- the planner seam -----------------------------------------------------------------
+
+    def __call__(self, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Optional[Finish]]:
+        """Plan one request: ``(kwargs to send, finish hook)``; the caller's ``kwargs`` are never mutated."""
+        if api not in _APIS:
+            return kwargs, None
+        try:
+            shape = parse(api, kwargs, self._fp, self._estimate)
+        except Unsupported as exc:
+            logger.debug("latencykit: not planning the prompt cache for this request (%s)", exc)
+            return kwargs, None
+        learned = self._families.observe(shape)
+        if learned.newly_dynamic is not None:
+            _warn_dynamic(learned.newly_dynamic)
+        now = self.clock()
+        if api == "messages":
+            return self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+        return self._plan_openai(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+
+    def _plan_anthropic(
+        self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
+    ) -> tuple[dict[str, Any], Finish]:
+        prefixes = shape.prefixes()
+        states = self.ledger.states(prefixes, now)
+        mins = min_cacheable_tokens(shape.model, self.min_tokens)
+        wanted: list[int] = []
+        if self.strategy is not None:
+            written = frozenset(i for i, s in enumerate(states) if s == "live")
+            try:
+                wanted = list(self.strategy(PlanContext(shape, mins, dynamic, written)))
+            except Exception:
+                logger.debug("latencykit: the breakpoint strategy failed; no markers added", exc_info=True)
+        plan = plan_markers(shape, wanted)
+        sent = apply_markers(kwargs, shape, plan.added) if plan.added else kwargs
+        exp = expect_anthropic(
+            shape, states, plan.markers, mins, change=change, previous_marked=previous, limited=plan.limited
+        )
+        marked = [p for p, _ in plan.markers if shape.blocks[p].prefix_tokens >= mins]
+        self._families.marked(shape, max(marked, default=-1))
+        if self.diagnostics and not given(kwargs.get("diagnostics")):
+            sent = {**sent, "diagnostics": {"previous_message_id": self._last_message_id.get(shape.family)}}
+
+        def finish(rec: CallRecord) -> None:
+            self._verify(rec, exp, implicit=False)
+            if rec.response_id and self.diagnostics:
+                self._last_message_id[shape.family] = rec.response_id
+            if (rec.cache_read_tokens or 0) + (rec.cache_write_tokens or 0) > 0:
+                at = self.clock()
+                for p, ttl in plan.markers:
+                    if shape.blocks[p].prefix_tokens >= mins:
+                        self.ledger.write(prefixes[p], ttl_seconds(ttl), at)
+
+        return sent, finish
+
+    def _plan_openai(
+        self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
+    ) -> tuple[dict[str, Any], Finish]:
+        key = kwargs.get("prompt_cache_key")
+        sent = kwargs
+        # Below OpenAI's 1,024-token minimum nothing is cached, so a key could only change the
+        # request (Responses echoes it back) without any benefit: send as given.
+        if not given(key) and shape.prompt_tokens >= OPENAI_MIN_TOKENS:
+            key = self.derived_key(shape, dynamic) if self.derive_key else None
+            if key is not None:
+                sent = {**kwargs, "prompt_cache_key": key}
+        prefixes = shape.prefixes(key if isinstance(key, str) else "")
+        exp = expect_openai(shape, self.ledger.states(prefixes, now), change=change, previous_marked=previous)
+        eligible = [i for i, b in enumerate(shape.blocks) if b.prefix_tokens >= OPENAI_MIN_TOKENS]
+        self._families.marked(shape, max(eligible, default=-1))
+
+        def finish(rec: CallRecord) -> None:
+            self._verify(rec, exp, implicit=True)
+            if rec.cache_read_tokens is not None:
+                at = self.clock()
+                for i in eligible:
+                    self.ledger.write(prefixes[i], OPENAI_TTL_SECONDS, at)
+
+        return sent, finish
+
+    def derived_key(self, shape: Shape, dynamic: Mapping[str, int]) -> Optional[str]:
+        """``lk-`` + a keyed digest of the model and the static segments (tools, system), or ``None``."""
+        if "tools" in dynamic:
+            return None
+        parts = [shape.model.encode()]
+        for name in ("tools", "system"):
+            seg = shape.segment(name)
+            if seg is not None and name not in dynamic:
+                parts.append(seg.digest)
+        if len(parts) == 1:
+            return None
+        return "lk-" + self._fp.digest(*parts, size=12).hex()
+
+    # -- verification -----------------------------------------------------------------------
+
+    def _verify(self, rec: CallRecord, exp: Expectation, *, implicit: bool) -> None:
+        rec.cache_expected_tokens = exp.expected_tokens
+        if rec.outcome == "error" and rec.cache_read_tokens is None:
+            return
+        verdict, reason = judge(exp, rec.cache_read_tokens, rec.cache_write_tokens, implicit)
+        rec.cache_verdict, rec.cache_miss_reason = verdict, reason
+        if reason == PREFIX_CHANGED and exp.change is not None:
+            rec.extra["cache_changed_segment"] = exp.change.segment
+            rec.extra["cache_changed_offset"] = exp.change.offset
+            rec.extra["cache_miss_detail"] = exp.change.describe()
+        if verdict == UNEXPECTED_MISS or (verdict == PARTIAL and reason == NOT_CHANGED_LOCALLY):
+            self._warn_miss(rec, exp)
+
+    def _warn_miss(self, rec: CallRecord, exp: Expectation) -> None:
+        now = self.clock()
+        with self._warn_lock:
+            if now - self._last_warning < self.warn_every:
+                self._suppressed += 1
+                return
+            suppressed, self._suppressed, self._last_warning = self._suppressed, 0, now
+        logger.warning(
+            "latencykit: unexpected prompt-cache miss (%s, model %s): expected about %d cached tokens, the server "
+            "read %s; nothing changed locally, so the entry was evicted or the request reached another replica%s",
+            rec.cache_verdict, rec.request_model, exp.expected_tokens, rec.cache_read_tokens,
+            f" ({suppressed} similar warnings suppressed)" if suppressed else "",
+        )  # fmt: skip
+
+
+def _warn_dynamic(change: Change) -> None:
+    logger.warning(
+        "latencykit: the %s changes on every call (first difference at character %d), so a cache breakpoint "
+        "after it is rewritten each time; breakpoints now stop before it so the earlier parts stay cached. "
+        "Move dynamic content (timestamps, request ids) after the static content, e.g. into the user message.",
+        "system prompt" if change.segment == "system" else change.segment, change.offset,
+    )  # fmt: skip
+
+
+def resolve_cache(cache: Any) -> Optional[CachePolicy]:
+    """A client's ``cache=`` option as a `CachePolicy`: ``"auto"`` (default), ``"off"``, a policy or a strategy."""
+    if cache is None or cache == "auto":
+        return CachePolicy()
+    if isinstance(cache, CachePolicy):
+        return cache
+    if cache == "off":
+        return CachePolicy("off", derive_key=False)
+    if callable(cache) and not isinstance(cache, str):
+        return CachePolicy(cache)
+    raise ValueError(f"cache must be 'auto', 'off', a latencykit.CachePolicy or a strategy callable, got {cache!r}")
+
+
+CacheOption = Union[Literal["auto", "off"], CachePolicy, Strategy]
+"""What a client's ``cache=`` accepts."""

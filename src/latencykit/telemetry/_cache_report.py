@@ -1,0 +1,106 @@
+"""`CacheReport`: prompt-cache effectiveness over a set of call records.
+
+Hit rates are aggregated the way anchors §8 asks: by tokens as ``sum(read) / sum(input)``
+(not a mean of per-call ratios) and by calls, over calls whose server *reported* cache
+usage; calls that reported nothing are counted apart, never as 0 %. Estimated savings are
+in base-input-token equivalents, from the multipliers in ``core._cache_facts``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from ..core._cache_facts import PRICE_MULTIPLIERS
+from ..core._record import CallRecord
+
+__all__ = ["CacheReport", "cache_report"]
+
+
+@dataclass(frozen=True)
+class CacheReport:
+    """Cache hit rate by tokens and by calls, tokens read and written, savings, verdicts, top miss reasons."""
+
+    calls: int
+    calls_reporting: int
+    calls_not_reporting: int
+    input_tokens: int
+    tokens_read: int
+    tokens_written: int
+    hit_rate_tokens: Optional[float]
+    hit_rate_calls: Optional[float]
+    saved_tokens: float
+    """Input-token equivalents saved: reads at 0.1× minus the write premiums (1.25× / 2×)."""
+    saved_share: Optional[float]
+    """``saved_tokens`` / input tokens: the share of the uncached input cost saved."""
+    verdicts: dict[str, int] = field(default_factory=dict)
+    miss_reasons: list[tuple[str, int]] = field(default_factory=list)
+    """Most frequent miss reasons first (``prefix_changed`` split by segment)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-friendly dict."""
+        d = asdict(self)
+        d["miss_reasons"] = [list(pair) for pair in self.miss_reasons]
+        return d
+
+    def __getitem__(self, key: str) -> Any:
+        """``report["hit_rate_tokens"]``, as the dict this report replaces allowed."""
+        return self.to_dict()[key]
+
+    def _rows(self) -> list[tuple[str, str]]:
+        def pct(v: Optional[float]) -> str:
+            return "n/a" if v is None else f"{v:.1%}"
+
+        rows = [
+            ("calls (reporting / not)", f"{self.calls} ({self.calls_reporting} / {self.calls_not_reporting})"),
+            ("hit rate by tokens", pct(self.hit_rate_tokens)),
+            ("hit rate by calls", pct(self.hit_rate_calls)),
+            ("tokens read / written", f"{self.tokens_read:,} / {self.tokens_written:,}"),
+            ("input tokens", f"{self.input_tokens:,}"),
+            ("est. input cost saved", f"{self.saved_tokens:,.0f} token-equivalents ({pct(self.saved_share)})"),
+            ("verdicts", ", ".join(f"{k} {v}" for k, v in self.verdicts.items()) or "-"),
+        ]
+        for reason, count in self.miss_reasons[:5]:
+            rows.append(("miss: " + reason, str(count)))
+        return rows
+
+    def __str__(self) -> str:
+        rows = self._rows()
+        width = max(len(k) for k, _ in rows)
+        return "prompt cache\n" + "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._rows())
+        return f"<table><caption>prompt cache</caption>{body}</table>"
+
+
+def cache_report(records: Iterable[CallRecord]) -> CacheReport:
+    """Build a `CacheReport` from ``records``."""
+    recs = list(records)
+    reporting = [r for r in recs if r.cache_read_tokens is not None]
+    read = sum(r.cache_read_tokens or 0 for r in reporting)
+    written = sum(r.cache_write_tokens or 0 for r in reporting)
+    total = sum(r.input_tokens or 0 for r in reporting)
+    hits = sum(1 for r in reporting if (r.cache_read_tokens or 0) > 0)
+    saved = 0.0
+    for r in reporting:
+        m = PRICE_MULTIPLIERS.get(r.provider, PRICE_MULTIPLIERS["openai"])
+        w1h = int(r.extra.get("cache_write_1h_tokens") or 0)
+        w5m = max((r.cache_write_tokens or 0) - w1h, 0)
+        saved += (r.cache_read_tokens or 0) * (1 - m["read"]) - w5m * (m["write_5m"] - 1) - w1h * (m["write_1h"] - 1)
+    verdicts = Counter(r.cache_verdict for r in recs if r.cache_verdict)
+    reasons: Counter[str] = Counter()
+    for r in recs:
+        if r.cache_miss_reason:
+            seg = r.extra.get("cache_changed_segment")
+            reasons[f"{r.cache_miss_reason} ({seg})" if seg else r.cache_miss_reason] += 1
+    return CacheReport(
+        calls=len(recs), calls_reporting=len(reporting), calls_not_reporting=len(recs) - len(reporting),
+        input_tokens=total, tokens_read=read, tokens_written=written,
+        hit_rate_tokens=read / total if total else None, hit_rate_calls=hits / len(reporting) if reporting else None,
+        saved_tokens=saved, saved_share=saved / total if total else None,
+        verdicts=dict(verdicts.most_common()), miss_reasons=reasons.most_common(),
+    )  # fmt: skip

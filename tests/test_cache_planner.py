@@ -1,0 +1,287 @@
+"""Breakpoint planning: placement rules, budget, TTL order, no mutation; hypothesis over random shapes."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+import latencykit as lk
+from anthropic.types import message_create_params
+
+from _cache_shapes import MODEL, agent_system, agent_tools, filler
+
+CC: dict[str, Any] = {"type": "ephemeral"}
+SECRET = b"test-secret"
+_PARAMS = TypeAdapter(message_create_params.MessageCreateParamsNonStreaming)
+
+
+def plan(req: dict[str, Any], policy: lk.CachePolicy | None = None) -> dict[str, Any]:
+    """The request as the policy would send it."""
+    policy = policy or lk.CachePolicy(secret=SECRET)
+    sent, _ = policy("messages", req)
+    return sent
+
+
+def markers(req: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Every (where, cache_control) in prefix order; the top-level one last."""
+    out: list[tuple[str, Any]] = []
+    for i, tool in enumerate(req.get("tools") or []):
+        if tool.get("cache_control") is not None:
+            out.append((f"tool {i}", tool["cache_control"]))
+    system = req.get("system")
+    for j, block in enumerate(system if isinstance(system, list) else []):
+        if block.get("cache_control") is not None:
+            out.append((f"system {j}", block["cache_control"]))
+    for m, message in enumerate(req["messages"]):
+        content = message["content"]
+        for b, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict) and block.get("cache_control") is not None:
+                out.append((f"message {m} block {b}", block["cache_control"]))
+    if req.get("cache_control") is not None:
+        out.append(("top", req["cache_control"]))
+    return out
+
+
+def unmarked(req: dict[str, Any]) -> Any:
+    """``req`` without markers, with string contents as one text block: what the model reads."""
+
+    out = _without_markers(req)
+    if isinstance(out.get("system"), str):
+        out["system"] = [{"type": "text", "text": out["system"]}]
+    for message in out["messages"]:
+        if isinstance(message["content"], str):
+            message["content"] = [{"type": "text", "text": message["content"]}]
+    return out
+
+
+def agent(messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The agent request: ~3k tokens of tools, ~2k of system."""
+    return {
+        "model": MODEL, "max_tokens": 8, "tools": agent_tools(), "system": agent_system(),
+        "messages": messages or [{"role": "user", "content": "What is the weather?"}],
+    }  # fmt: skip
+
+
+def test_single_turn_marks_tools_and_system_only() -> None:
+    """Single turn: the last tool and the system prompt get markers; the user message none."""
+    sent = plan(agent())
+    assert [w for w, _ in markers(sent)] == ["tool 11", "system 0"]
+    assert sent["messages"][0]["content"] == "What is the weather?"
+
+
+def test_multi_turn_marks_the_newest_message() -> None:
+    """Multi-turn: the newest message's last block is marked too, so the next turn reads the history."""
+    history = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "a1"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}, {"type": "text", "text": "q2"}]},
+    ]
+    assert [w for w, _ in markers(plan(agent(history)))] == ["tool 11", "system 0", "message 2 block 1"]
+
+
+def test_thinking_blocks_are_never_marked() -> None:
+    """A trailing thinking block is skipped; the marker goes on the previous markable block."""
+    history = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "thinking", "thinking": "x", "signature": "s"}]},
+    ]
+    assert markers(plan(agent(history)))[-1][0] == "message 1 block 0"
+
+
+def test_short_prefixes_get_no_marker() -> None:
+    """Below the model's minimum nothing is marked; the table can be overridden per policy."""
+    req = {"model": MODEL, "max_tokens": 8, "system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}
+    assert markers(plan(req)) == []
+    assert markers(plan(req, lk.CachePolicy(min_tokens={"sonnet": 1}))) == [("system 0", CC)]
+
+
+def test_caller_markers_count_against_the_budget() -> None:
+    """Three caller markers plus a top-level one leave no slot: nothing is added, 4 in all."""
+    req = agent([{"role": "user", "content": [{"type": "text", "text": f"p{i}", "cache_control": CC} for i in range(3)]}])
+    req["cache_control"] = CC
+    assert len(markers(plan(req))) == 4
+
+
+def test_one_hour_order_is_kept() -> None:
+    """Markers placed before a caller's 1h marker are 1h too, so 1h never follows 5m."""
+    req = agent()
+    req["messages"] = [{"role": "user", "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]
+    ttls = [cc.get("ttl", "5m") for _, cc in markers(plan(req))]
+    assert ttls == ["1h", "1h", "1h"]
+
+
+def test_caller_objects_are_not_mutated_and_only_changed_parts_are_copied() -> None:
+    """The caller's request is untouched; unchanged messages are the very same objects."""
+    history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    req = agent(history)
+    before = copy.deepcopy(req)
+    sent = plan(req)
+    assert req == before
+    assert sent["messages"][0] is history[0] and sent["messages"][1] is history[1]
+    assert sent["messages"][2] is not history[2]
+
+
+def test_sdk_models_in_history_are_dumped_not_mutated() -> None:
+    """Assistant content given as SDK models (a previous response's content) is marked on a dict copy."""
+    from anthropic.types import TextBlock
+
+    block = TextBlock(type="text", text="answer", citations=None)
+    history = [{"role": "user", "content": "q"}, {"role": "assistant", "content": [block]}]
+    sent = plan(agent(history))
+    assert sent["messages"][1]["content"][0] == {"type": "text", "text": "answer", "cache_control": CC}
+    assert not hasattr(block, "cache_control") or block.cache_control is None  # type: ignore[attr-defined]
+
+
+def test_generators_are_sent_as_given() -> None:
+    """An iterator of messages is not consumed or planned: the request goes as given."""
+    req = agent()
+    req["messages"] = iter([{"role": "user", "content": "hi"}])
+    assert plan(req) is req
+
+
+def test_custom_strategy_and_off() -> None:
+    """A plain function is a strategy; 'off' adds nothing; the budget still holds for greedy strategies."""
+    assert [w for w, _ in markers(plan(agent(), lk.CachePolicy(lambda ctx: [0])))] == ["tool 0"]
+    assert markers(plan(agent(), lk.CachePolicy("off"))) == []
+    greedy = lk.CachePolicy(lambda ctx: list(range(len(ctx.shape.blocks))), min_tokens={"sonnet": 0})
+    assert len(markers(plan(agent(), greedy))) == 4
+
+
+def test_lookback_step_is_added_for_long_turns() -> None:
+    """When a turn adds more than 20 blocks, an extra marker lands within the lookback of the cached prefix."""
+    policy = lk.CachePolicy(secret=SECRET)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "q2"}]
+    sent, finish = policy("messages", agent(history))
+    rec = lk.CallRecord(provider="anthropic", operation="chat", request_model=MODEL)
+    rec.cache_read_tokens, rec.cache_write_tokens = 0, 5000
+    assert finish is not None
+    finish(rec)
+    results = [{"type": "tool_result", "tool_use_id": f"t{i}", "content": f"r{i}"} for i in range(30)]
+    history += [{"role": "assistant", "content": "calling tools"}, {"role": "user", "content": results}]
+    where = [w for w, _ in markers(plan(agent(history), policy))]
+    assert len(where) == 4 and "message 4 block 29" in where
+    step = [w for w in where if w.startswith("message 4") and w != "message 4 block 29"]
+    assert step and int(step[0].rsplit(" ", 1)[1]) <= 17
+
+
+@pytest.mark.parametrize("bad", ["on", 3, object()])
+def test_bad_cache_option_is_a_value_error(bad: Any) -> None:
+    """cache= is validated at the boundary and the error names the bad value."""
+    with pytest.raises(ValueError, match="cache must be"):
+        lk.Anthropic(api_key="x", cache=bad)
+
+
+# ---------------------------------------------------------------------------------------
+# Property tests over random request shapes
+
+_words = st.sampled_from(["alpha", "beta", "gamma", "delta"])
+_sizes = st.sampled_from([1, 3, 40, 400, 1500])
+
+
+@st.composite
+def _text(draw: Any) -> str:
+    return (draw(_words) + " ") * draw(_sizes)
+
+
+@st.composite
+def _marker(draw: Any) -> dict[str, Any]:
+    return draw(st.sampled_from([{}, {}, {}, {"cache_control": CC}, {"cache_control": {"type": "ephemeral", "ttl": "1h"}}]))
+
+
+@st.composite
+def _user_block(draw: Any) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["text", "text", "image", "document", "tool_result"]))
+    if kind == "text":
+        block: dict[str, Any] = {"type": "text", "text": draw(_text())}
+    elif kind == "image":
+        block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    elif kind == "document":
+        block = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": draw(_text())}}
+    else:
+        block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": draw(st.one_of(_text(), st.just([{"type": "text", "text": "r"}])))}
+    return {**block, **draw(_marker())}
+
+
+@st.composite
+def _assistant_block(draw: Any) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["text", "tool_use", "thinking"]))
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": draw(_text()), "signature": "sig"}
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": "toolu_1", "name": "tool_0", "input": {"q": draw(_text())}, **draw(_marker())}
+    return {"type": "text", "text": draw(_text()), **draw(_marker())}
+
+
+@st.composite
+def requests(draw: Any) -> dict[str, Any]:
+    """Random, valid Messages requests with caller markers (≤ 4, 1h before 5m)."""
+    n_tools = draw(st.integers(0, 4))
+    tools = [{"name": f"tool_{i}", "description": draw(_text()), "input_schema": {"type": "object"}, **draw(_marker())} for i in range(n_tools)]
+    system: Any = draw(st.one_of(st.none(), _text(), st.lists(st.builds(lambda t, m: {"type": "text", "text": t, **m}, _text(), _marker()), min_size=1, max_size=3)))
+    messages = []
+    for m in range(draw(st.integers(1, 7))):
+        user = m % 2 == 0
+        content: Any = draw(_text()) if draw(st.booleans()) else draw(st.lists(_user_block() if user else _assistant_block(), min_size=1, max_size=4))
+        messages.append({"role": "user" if user else "assistant", "content": content})
+    req: dict[str, Any] = {"model": draw(st.sampled_from([MODEL, "claude-opus-4-6", "claude-haiku-3-5"])), "max_tokens": 16, "messages": messages}
+    if tools:
+        req["tools"] = tools
+    if system is not None:
+        req["system"] = system
+    if draw(st.booleans()):
+        req["cache_control"] = draw(st.sampled_from([CC, {"type": "ephemeral", "ttl": "1h"}]))
+    found = markers(req)
+    ttls = [cc.get("ttl", "5m") for _, cc in found]
+    if len(found) > 4 or ("5m" in ttls and "1h" in ttls[ttls.index("5m") :]):
+        return _without_markers(req)
+    return req
+
+
+def _without_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_markers(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_markers(v) for v in value]
+    return value
+
+
+def _validate(req: dict[str, Any]) -> None:
+    """Validate against the SDK's request TypedDicts, iterating the lazily validated parts."""
+    parsed = _PARAMS.validate_python(req)
+    for message in parsed["messages"]:
+        content = message["content"]
+        if not isinstance(content, str):
+            list(content)
+    if "tools" in parsed:
+        list(parsed["tools"])
+    if isinstance(parsed.get("system"), list) or not isinstance(parsed.get("system", ""), str):
+        list(parsed["system"])
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(requests(), st.integers(0, 2))
+def test_random_shapes_keep_every_rule(req: dict[str, Any], turns_seen: int) -> None:
+    """≤ 4 markers, caller objects unchanged, caller markers kept, same content, valid SDK params, deterministic."""
+    if len(markers(req)) > 4:
+        return
+    before = copy.deepcopy(req)
+    policy_a, policy_b = lk.CachePolicy(secret=SECRET), lk.CachePolicy(secret=SECRET)
+    for _ in range(turns_seen):  # learned state must not break any rule either
+        policy_a("messages", req)
+        policy_b("messages", req)
+    sent_a, _ = policy_a("messages", req)
+    sent_b, _ = policy_b("messages", req)
+    assert req == before
+    assert sent_a == sent_b
+    found = markers(sent_a)
+    assert len(found) <= 4
+    assert set(w for w, _ in markers(req) if w != "top") <= set(w for w, _ in found)
+    assert unmarked(sent_a) == unmarked(req)
+    ttls = [cc.get("ttl", "5m") for w, cc in found if w != "top"]
+    assert "1h" not in ttls[ttls.index("5m"):] if "5m" in ttls else True
+    _validate(sent_a)
