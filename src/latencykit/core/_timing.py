@@ -73,15 +73,16 @@ class CallTimer:
     def event(self, token: bool) -> None:
         """Note one event from the stream; ``token`` says whether it carries generated output."""
         now = self._clock()
-        if self._first_event is None:
-            self._first_event = now
         if token:
             last = self._last_token
-            if last is None:
-                self._first_token = now
-            else:
+            if last is not None:
                 self._gaps.append(now - last)
+                self._last_token = now
+                return
+            self._first_token = now
             self._last_token = now
+        if self._first_event is None:
+            self._first_event = now
 
     def terminal(self) -> None:
         """The provider's terminal event arrived (``message_stop``, finish, ``response.completed``)."""
