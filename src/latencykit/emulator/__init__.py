@@ -31,7 +31,10 @@ Per-request headers (absolute wall-clock milliseconds; not scaled, no jitter, no
 slowdown): `x-emulator-ttft-ms` (replaces base_ttft+prefill; queueing still adds),
 `x-emulator-tpot-ms`, `x-emulator-output-tokens` (still capped by max tokens),
 `x-emulator-tokens-per-chunk`, `x-emulator-status` (+ `x-emulator-retry-after`),
-`x-emulator-error-after-chunks`, `x-emulator-drop-after-chunks`, `x-emulator-tool-call`.
+`x-emulator-error-after-chunks`, `x-emulator-drop-after-chunks`, `x-emulator-tool-call`,
+`x-emulator-stall-ms` (extra wait before the first token). With `x-emulator-fault-times: N`
+(and optionally `x-emulator-fault-id`), the faults apply to the first N such requests only,
+so a retry can succeed.
 
 Content is deterministic: the same seed and request (ignoring `stream` and
 `stream_options`) give the same words, ids and usage, streamed or not.

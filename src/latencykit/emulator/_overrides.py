@@ -8,7 +8,7 @@ Header times are absolute wall-clock milliseconds: they are NOT multiplied by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["HEADER_PREFIX", "RequestOverrides"]
 
@@ -50,6 +50,26 @@ class RequestOverrides:
     error_after_chunks: int | None = None
     drop_after_chunks: int | None = None
     tool_call: bool = False
+    stall_ms: float | None = None
+    """A fault: extra wait before the first token (on top of the TTFT)."""
+    fault_times: int | None = None
+    """Apply the faults (status, error/drop-after, stall) to the first N requests with this
+    ``fault_id`` only, so a retry can succeed; ``None`` applies them every time."""
+    fault_id: str | None = None
+
+    @property
+    def has_faults(self) -> bool:
+        """Whether any fault is requested."""
+        return (
+            (self.status is not None and self.status >= 400)
+            or self.error_after_chunks is not None
+            or self.drop_after_chunks is not None
+            or self.stall_ms is not None
+        )
+
+    def without_faults(self) -> RequestOverrides:
+        """The same timing, with every fault removed."""
+        return replace(self, status=None, retry_after=None, error_after_chunks=None, drop_after_chunks=None, stall_ms=None)
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> RequestOverrides:
@@ -71,4 +91,7 @@ class RequestOverrides:
             error_after_chunks=_integer(headers, "error-after-chunks"),
             drop_after_chunks=_integer(headers, "drop-after-chunks"),
             tool_call=tool in ("1", "true", "yes"),
+            stall_ms=_number(headers, "stall-ms"),
+            fault_times=_integer(headers, "fault-times"),
+            fault_id=headers.get(HEADER_PREFIX + "fault-id"),
         )

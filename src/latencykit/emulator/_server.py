@@ -57,6 +57,12 @@ def _endpoint(api: ProviderAPI, state: ServerState) -> Handler:
             overrides = RequestOverrides.from_headers(headers)
         except ValueError as exc:
             return error(400, str(exc))
+        if overrides.fault_times is not None and overrides.has_faults:
+            fault_key = overrides.fault_id or raw.decode("utf-8", "replace")
+            seen = state.fault_counts.get(fault_key, 0)
+            state.fault_counts[fault_key] = seen + 1
+            if seen >= overrides.fault_times:
+                overrides = overrides.without_faults()
         if overrides.status is not None and overrides.status >= 400:
             if overrides.retry_after is not None:
                 out["retry-after"] = overrides.retry_after

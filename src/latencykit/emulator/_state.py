@@ -49,6 +49,8 @@ class ServerState:
         default_factory=lambda: collections.deque(maxlen=REQUEST_LOG_SIZE)
     )
     engine: Engine = field(init=False)
+    fault_counts: dict[str, int] = field(default_factory=dict)
+    """Requests seen per fault id (for ``x-emulator-fault-times``)."""
 
     def __post_init__(self) -> None:
         self.engine = Engine(self.timing, self.seed)

@@ -97,11 +97,12 @@ class Engine:
 
     def ttft(self, uncached_prompt_tokens: int, overrides: RequestOverrides) -> float:
         """Seconds from admission to the first generated token."""
+        stall = (overrides.stall_ms or 0.0) / 1000.0
         if overrides.ttft_ms is not None:
-            return overrides.ttft_ms / 1000.0
+            return overrides.ttft_ms / 1000.0 + stall
         t = self.timing
         raw = t.base_ttft + t.prefill_per_token * uncached_prompt_tokens
-        return raw * t.time_scale * self._jitter()
+        return raw * t.time_scale * self._jitter() + stall
 
     def decode_step(self, overrides: RequestOverrides) -> float:
         """Seconds to produce one token now, slowed by the other requests sharing the batch."""
