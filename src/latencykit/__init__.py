@@ -12,7 +12,8 @@ print(client.latency.summary())               # P50/P90/P95/P99 per metric
 
 from __future__ import annotations
 
-from ._errors import IncompleteStreamError
+from ._errors import IncompleteStreamError, PartialOutput, StreamInterruptedError
+from .core._retry import RetryPolicy
 from .core._record import OUTCOMES, CallRecord, Outcome
 from .core._timing import CallTimer
 from .core._breakpoints import BreakpointPlanner, PlanContext
@@ -55,6 +56,9 @@ __all__ = [
     "CODE_COMPLETION_TTFT",
     "BATCH_E2E",
     "IncompleteStreamError",
+    "StreamInterruptedError",
+    "PartialOutput",
+    "RetryPolicy",
     "CachePolicy",
     "BreakpointPlanner",
     "PlanContext",

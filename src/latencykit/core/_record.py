@@ -72,6 +72,12 @@ class CallRecord:
     cache_verdict: Optional[str] = None
     cache_miss_reason: Optional[str] = None
 
+    attempts: int = 1
+    """HTTP attempts latencykit made (retries + 1)."""
+    retry_reasons: tuple[str, ...] = ()
+    """Why each retry happened (``rate_limited``, ``overloaded``, ``error_event``, ``dropped``, ...)."""
+    ttft_deadline_hits: int = 0
+    """Attempts cancelled because no first token came within the TTFT deadline."""
     finish_reasons: tuple[str, ...] = ()
     streamed: bool = True
     """The request went over the wire as a stream."""

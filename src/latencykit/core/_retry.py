@@ -120,7 +120,7 @@ def classify(exc: BaseException) -> Optional[str]:
     """Why ``exc`` is worth retrying (a short reason), or ``None`` if it is not."""
     if isinstance(exc, TTFTDeadlineExceeded):
         return "ttft_deadline"
-    if isinstance(exc, PreContentDrop):
+    if isinstance(exc, PreContentDrop) or type(exc).__name__ == "IncompleteStreamError":
         return "dropped"
     status = _status(exc)
     if status is not None:
@@ -166,6 +166,7 @@ def backoff(policy: RetryPolicy, retry_number: int, exc: BaseException, rng: Cal
     """Seconds to wait before retry ``retry_number`` (1-based) after ``exc``."""
     asked = retry_after(exc)
     if asked is not None:
-        return min(asked, policy.max_retry_after)
-    cap = min(policy.max_backoff, policy.initial_backoff * (2 ** (retry_number - 1)))
-    return cap * rng()
+        return min(asked, float(policy.max_retry_after))
+    cap = min(float(policy.max_backoff), float(policy.initial_backoff) * (2 ** (retry_number - 1)))
+    wait: float = cap * rng()
+    return wait

@@ -53,6 +53,7 @@ class CallTimer:
         "_gaps",
         "_terminal_at",
         "_done",
+        "_attempt_started",
     )
 
     def __init__(self, record: CallRecord, *, clock: Clock, sink: Sink) -> None:
@@ -67,6 +68,7 @@ class CallTimer:
         self._gaps: list[float] = []
         self._terminal_at: Optional[float] = None
         self._done = False
+        self._attempt_started: Optional[float] = None
         self._t0 = clock()  # last, so that set-up above is not counted
 
     # -- hot path: once per event -------------------------------------------------------
@@ -83,6 +85,24 @@ class CallTimer:
             self._last_token = now
         if self._first_event is None:
             self._first_event = now
+
+    def new_attempt(self) -> None:
+        """A (re)try starts: what an abandoned attempt saw is forgotten, the call start is kept.
+
+        TTFB and TTFT then measure from the call start to the events of the attempt that
+        reached the caller, so a retried call's TTFT includes the failed attempts and waits.
+        """
+        now = self._clock()
+        if self._attempt_started is not None:
+            self.record.attempts += 1
+            self._first_event = self._first_token = self._last_token = self._terminal_at = None
+            self._gaps = []
+        self._attempt_started = now
+
+    def attempt_elapsed(self) -> float:
+        """Seconds since the current attempt started (since the call start before any)."""
+        start = self._attempt_started if self._attempt_started is not None else self._t0
+        return self._clock() - start
 
     def terminal(self) -> None:
         """The provider's terminal event arrived (``message_stop``, finish, ``response.completed``)."""
@@ -103,6 +123,11 @@ class CallTimer:
     def saw_token(self) -> bool:
         """Whether any token-bearing event has arrived (content reached the caller)."""
         return self._first_token is not None
+
+    @property
+    def finished_by_error(self) -> bool:
+        """Whether the record was finalized as ``error`` or ``interrupted``."""
+        return self._done and self.record.outcome in ("error", "interrupted")
 
     @property
     def saw_terminal(self) -> bool:

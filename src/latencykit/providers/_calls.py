@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, TypeVa
 
 from ..core._record import CallRecord
 from ..core._timing import CallTimer, Clock
+from ..core._retry import RetryPolicy
 from ..telemetry._otel import Telemetry, current_span, default_telemetry
 from ..telemetry._recorder import Recorder
 
@@ -25,6 +26,8 @@ __all__ = [
     "given",
     "helper_method",
     "sending",
+    "sdk_client",
+    "attempts",
 ]
 
 T = TypeVar("T")
@@ -48,6 +51,8 @@ class Settings:
     planner: Optional[Planner] = None
     """Request planning before each call (prompt-cache breakpoints and keys); ``None`` sends as given."""
     telemetry: Optional[Telemetry] = field(default_factory=default_telemetry)
+    retry: Optional[RetryPolicy] = field(default_factory=RetryPolicy)
+    """latencykit's retries (SDK retries off for its attempts); ``None`` leaves retries to the SDK."""
     """Where spans and metrics go; ``None`` turns them off for this client."""
 
     def emit(self, rec: CallRecord, timer: CallTimer) -> None:
@@ -73,6 +78,29 @@ def sending(timer: CallTimer) -> Iterator[None]:
     ctx = timer.context
     with current_span(ctx.span if isinstance(ctx, _CallSpan) else None):
         yield
+
+
+ONCE = RetryPolicy(max_attempts=1, retry_interrupted=False)
+"""One attempt, no retries: how a non-streaming call is consumed when latencykit retries are off."""
+
+
+def sdk_client(client: Any) -> Any:
+    """The client whose SDK methods latencykit calls: with retries of its own, a copy whose
+    ``max_retries`` is 0 (made once per client, sharing its connection pool), so SDK
+    retries and latencykit attempts never multiply."""
+    if client._lk.retry is None:
+        return client
+    twin = client.__dict__.get("_lk_twin")
+    if twin is None:
+        twin = type(client)._lk_sdk_base.copy(client, max_retries=0)
+        client.__dict__["_lk_twin"] = twin
+    return twin
+
+
+def attempts(client: Any) -> int:
+    """Total attempts for a call on ``client`` under its retry policy."""
+    policy: Optional[RetryPolicy] = client._lk.retry
+    return 1 if policy is None else policy.attempts_for(getattr(client, "max_retries", None))
 
 
 def prepare(client: Any, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Optional[Finish]]:

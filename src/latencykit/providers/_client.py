@@ -20,6 +20,7 @@ import functools
 from typing import Any, Callable, Optional
 
 from ..telemetry._recorder import Recorder
+from ..core._retry import RetryPolicy
 from ..telemetry._otel import Telemetry, default_telemetry
 from ._caching import resolve_cache
 from ._calls import Settings
@@ -45,18 +46,36 @@ def _check_telemetry(telemetry: Any) -> Optional[Telemetry]:
     return telemetry
 
 
-def make_settings(provider: str, recorder: Any = None, telemetry: Any = None, cache: Any = "auto") -> Settings:
+def _check_retry(retry: Any) -> Optional[RetryPolicy]:
+    if retry is None or retry is True:
+        return RetryPolicy()
+    if retry is False:
+        return None
+    if not isinstance(retry, RetryPolicy):
+        raise ValueError(f"retry must be a latencykit.RetryPolicy, True/None (default policy) or False (SDK retries only), got {retry!r}")
+    return retry
+
+
+def make_settings(
+    provider: str, recorder: Any = None, telemetry: Any = None, cache: Any = "auto", retry: Any = None
+) -> Settings:
     """Validated per-client settings from the latencykit keyword options."""
     return Settings(
         recorder=_check_recorder(recorder), provider=provider, telemetry=_check_telemetry(telemetry),
-        planner=resolve_cache(cache),
+        planner=resolve_cache(cache), retry=_check_retry(retry),
     )  # fmt: skip
 
 
 def _init(
-    self: Any, *args: Any, recorder: Optional[Recorder] = None, telemetry: Any = None, cache: Any = "auto", **kwargs: Any
+    self: Any,
+    *args: Any,
+    recorder: Optional[Recorder] = None,
+    telemetry: Any = None,
+    cache: Any = "auto",
+    retry: Any = None,
+    **kwargs: Any,
 ) -> None:
-    settings = make_settings(type(self)._lk_provider, recorder, telemetry, cache)
+    settings = make_settings(type(self)._lk_provider, recorder, telemetry, cache, retry)
     type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
     self._lk = settings
 

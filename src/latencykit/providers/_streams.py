@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
 
+from .._errors import interrupted_error
 from ._calls import sending
 from ._tap import Tap
 
@@ -26,6 +27,7 @@ logger = logging.getLogger("latencykit")
 S = TypeVar("S")
 
 TAP_ATTR = _TAP = "_lk_tap"
+_REPLAY = "_lk_replay"
 
 
 def _tapped(tap: Tap, item: Any) -> bool:
@@ -45,14 +47,39 @@ def _tap_failed(tap: Tap) -> bool:
     return True
 
 
+def _broken(tap: Tap, exc: BaseException, request: Any) -> BaseException:
+    """The exception the caller gets when the stream breaks: after content, with the partial output."""
+    if not isinstance(exc, Exception) or not tap.timer.saw_token:
+        return exc
+    return interrupted_error(exc, tap.partial(), tap.connection_error, request)
+
+
+def _truncated(tap: Tap, request: Any) -> BaseException:
+    """The stream ended cleanly but without its terminal event: a drop all the same."""
+    if tap.timer.saw_token:
+        return interrupted_error(None, tap.partial(), tap.connection_error, request)
+    message = "the stream ended before any content and without its terminal event"
+    err: BaseException = tap.connection_error(message=message, request=request)
+    return err
+
+
+def _request(stream: Any) -> Any:
+    return getattr(getattr(stream, "response", None), "request", None)
+
+
 def _sync_subclass(cls: type) -> type:
     """``cls`` plus a tap on every item and a finalization on every exit path."""
     base_iter, base_next, base_close = cls.__iter__, cls.__next__, cls.close  # type: ignore[attr-defined]
 
     def __iter__(self: Any) -> Iterator[Any]:
         tap: Tap = self.__dict__[_TAP]
+        replay = self.__dict__.pop(_REPLAY, None)
+        events = tap.events
         try:
+            if replay:
+                yield from replay  # held back until the first token; already timed
             for item in base_iter(self):
+                events.append(item)
                 try:  # inlined, not a helper call: this runs once per event
                     keep = tap(item)
                 except Exception:
@@ -63,20 +90,36 @@ def _sync_subclass(cls: type) -> type:
             raise  # the caller stopped iterating; close() / GC finalize the record
         except BaseException as exc:
             tap.timer.fail(exc)
-            raise
+            broken = _broken(tap, exc, _request(self))
+            if broken is exc:
+                raise
+            raise broken from exc
+        truncated = not tap.timer.saw_terminal
         tap.timer.exhausted()
+        if truncated:
+            raise _truncated(tap, _request(self))
 
     def __next__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
+        replay = self.__dict__.get(_REPLAY)
+        if replay:
+            return replay.pop(0)
         while True:
             try:
                 item = base_next(self)
             except StopIteration:
+                truncated = not tap.timer.saw_terminal
                 tap.timer.exhausted()
+                if truncated and not tap.timer.finished_by_error:
+                    raise _truncated(tap, _request(self)) from None
                 raise
             except BaseException as exc:
                 tap.timer.fail(exc)
-                raise
+                broken = _broken(tap, exc, _request(self))
+                if broken is exc:
+                    raise
+                raise broken from exc
+            tap.events.append(item)
             if _tapped(tap, item):
                 return item
 
@@ -95,8 +138,14 @@ def _async_subclass(cls: type) -> type:
 
     async def __aiter__(self: Any) -> AsyncIterator[Any]:
         tap: Tap = self.__dict__[_TAP]
+        replay = self.__dict__.pop(_REPLAY, None)
+        events = tap.events
         try:
+            if replay:
+                for item in replay:
+                    yield item
             async for item in base_aiter(self):
+                events.append(item)
                 try:
                     keep = tap(item)
                 except Exception:
@@ -107,20 +156,36 @@ def _async_subclass(cls: type) -> type:
             raise
         except BaseException as exc:
             tap.timer.fail(exc)
-            raise
+            broken = _broken(tap, exc, _request(self))
+            if broken is exc:
+                raise
+            raise broken from exc
+        truncated = not tap.timer.saw_terminal
         tap.timer.exhausted()
+        if truncated:
+            raise _truncated(tap, _request(self))
 
     async def __anext__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
+        replay = self.__dict__.get(_REPLAY)
+        if replay:
+            return replay.pop(0)
         while True:
             try:
                 item = await base_anext(self)
             except StopAsyncIteration:
+                truncated = not tap.timer.saw_terminal
                 tap.timer.exhausted()
+                if truncated and not tap.timer.finished_by_error:
+                    raise _truncated(tap, _request(self)) from None
                 raise
             except BaseException as exc:
                 tap.timer.fail(exc)
-                raise
+                broken = _broken(tap, exc, _request(self))
+                if broken is exc:
+                    raise
+                raise broken from exc
+            tap.events.append(item)
             if _tapped(tap, item):
                 return item
 
@@ -155,18 +220,24 @@ def is_observed(stream: object) -> bool:
     return _TAP in getattr(stream, "__dict__", {})
 
 
-def observe_stream(stream: S, tap: Tap) -> S:
-    """Make ``stream`` report every event to ``tap``; returns the same object."""
+def observe_stream(stream: S, tap: Tap, replay: Sequence[Any] = ()) -> S:
+    """Make ``stream`` report every event to ``tap``; returns the same object.
+
+    ``replay``: events already read (and timed) while waiting for the first token, which
+    the caller gets first.
+    """
     if is_observed(stream):
         return stream  # one record per stream, whoever asks twice
     stream.__class__ = _observed_class(type(stream))
     stream.__dict__[_TAP] = tap
+    if replay:
+        stream.__dict__[_REPLAY] = list(replay)
     # Last resort: a stream dropped unclosed is finalized when collected.
     weakref.finalize(stream, tap.timer.abandon)
     return stream
 
 
-def open_stream(tap: Tap, send: Callable[[], S]) -> S:
+def open_stream(tap: Tap, send: Callable[[], S], raw_of: Callable[[S], Any] = lambda s: s) -> S:
     """Send the request (``send()`` returns the SDK stream) and observe the stream with ``tap``.
 
     A failure to get a stream at all (HTTP error, connection error, bad arguments) ends the
@@ -178,10 +249,11 @@ def open_stream(tap: Tap, send: Callable[[], S]) -> S:
     except BaseException as exc:
         tap.timer.fail(exc)
         raise
-    return observe_stream(stream, tap)
+    observe_stream(raw_of(stream), tap)
+    return stream
 
 
-async def aopen_stream(tap: Tap, send: Callable[[], Awaitable[S]]) -> S:
+async def aopen_stream(tap: Tap, send: Callable[[], Awaitable[S]], raw_of: Callable[[S], Any] = lambda s: s) -> S:
     """Async twin of `open_stream`."""
     try:
         with sending(tap.timer):
@@ -189,4 +261,5 @@ async def aopen_stream(tap: Tap, send: Callable[[], Awaitable[S]]) -> S:
     except BaseException as exc:
         tap.timer.fail(exc)
         raise
-    return observe_stream(stream, tap)
+    observe_stream(raw_of(stream), tap)
+    return stream

@@ -47,16 +47,16 @@ def _plan(client: Any) -> tuple[dict[str, Any], str]:
 
 
 @overload
-def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _ant.Anthropic: ...
+def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _ant.Anthropic: ...
 @overload
-def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _ant.AsyncAnthropic: ...
+def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _ant.AsyncAnthropic: ...
 @overload
-def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _oai.OpenAI: ...
+def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _oai.OpenAI: ...
 @overload
-def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> _oai.AsyncOpenAI: ...
+def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _oai.AsyncOpenAI: ...
 @overload
-def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> C: ...
-def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto") -> Any:
+def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> C: ...
+def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> Any:
     """Return a latencykit client built on an existing SDK client (Bedrock, Vertex, Azure included).
 
     The result is an instance of the client's own class (and of ``lk.Anthropic`` etc. for
@@ -66,16 +66,18 @@ def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = 
     original object is not
     modified. Wrapping a latencykit client returns it as is, or, with another
     ``recorder=``, a copy that records there. ``cache=`` is the prompt-cache policy:
-    ``"auto"`` (default), ``"off"``, a `CachePolicy` or a breakpoint strategy.
+    ``"auto"`` (default), ``"off"``, a `CachePolicy` or a breakpoint strategy; ``retry=``
+    a `RetryPolicy` (default: the standard one) or ``False`` to leave retries to the SDK.
     """
     if is_latency_client(client):
-        if (recorder is None or recorder is client.latency) and cache == "auto":
+        if (recorder is None or recorder is client.latency) and cache == "auto" and retry is None:
             return client
         new = client.copy()
-        fresh = make_settings(client._lk.provider, recorder or client.latency, None, cache)
+        fresh = make_settings(client._lk.provider, recorder or client.latency, None, cache, retry)
         planner = fresh.planner if cache != "auto" else client._lk.planner
-        new._lk = dataclasses.replace(client._lk, recorder=fresh.recorder, planner=planner)
+        policy = fresh.retry if retry is not None else client._lk.retry
+        new._lk = dataclasses.replace(client._lk, recorder=fresh.recorder, planner=planner, retry=policy)
         return new
     resources, provider = _plan(client)
-    settings = make_settings(provider, recorder, telemetry, cache)
+    settings = make_settings(provider, recorder, telemetry, cache, retry)
     return clone_as(client, client_class(type(client), resources, provider), settings)

@@ -15,16 +15,29 @@ from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.resources.messages import AsyncMessages, Messages
 from anthropic.types import Message
 
-from .._errors import IncompleteStreamError
+from .._errors import IncompleteStreamError, PartialOutput
 from ..core._record import CallRecord
+from ..core._retry import RetryPolicy
 from ..core._timing import CallTimer
 from ..core._usage import apply_anthropic_usage
 from ..telemetry._otel import Telemetry
 from ..telemetry._recorder import Recorder
-from ._calls import Finish, apassthrough, begin, given, passthrough, prepare, raw_response_requested, sending
+from ._calls import (
+    ONCE as _ONCE,
+    Finish,
+    apassthrough,
+    attempts,
+    begin,
+    given,
+    passthrough,
+    prepare,
+    raw_response_requested,
+    sdk_client,
+)
+from ._engine import acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
 from ._client import client_class
 from ._managers import wrap_async_manager, wrap_manager
-from ._streams import aopen_stream, observe_stream, open_stream
+from ._streams import aopen_stream, open_stream
 from ._tap import Tap
 
 __all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator"]
@@ -45,6 +58,35 @@ class AnthropicTap(Tap):
     """Marks token-bearing deltas, reads usage from message_start / message_delta, and the stop."""
 
     __slots__ = ()
+    connection_error = anthropic.APIConnectionError
+
+    def partial(self) -> PartialOutput:
+        """Text and tool input so far, the last usage, and the SDK's message snapshot."""
+        out = PartialOutput(events=len(self.events))
+        tool_keys: dict[int, str] = {}
+        acc = MessageAccumulator()
+        for event in self.events:
+            kind = event.type
+            if kind == "content_block_start" and event.content_block.type in ("tool_use", "server_tool_use"):
+                tool_keys[event.index] = event.content_block.id
+                out.tool_inputs[event.content_block.id] = ""
+            elif kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    out.text += delta.text
+                elif delta.type == "input_json_delta":
+                    key = tool_keys.get(event.index, str(event.index))
+                    out.tool_inputs[key] = out.tool_inputs.get(key, "") + delta.partial_json
+            if kind == "message_start":
+                out.usage = event.message.usage
+            elif kind == "message_delta":
+                out.usage = event.usage
+            try:
+                acc.feed(event)
+            except Exception:  # a cut-short event sequence need not fold cleanly
+                pass
+        out.message = acc.snapshot()
+        return out
 
     def __call__(self, event: Any) -> bool:
         timer = self.timer
@@ -89,9 +131,13 @@ class MessageAccumulator:
         """Accumulate one raw event."""
         self._snapshot = accumulate_event(event=event, current_snapshot=self._snapshot, json_bufs=self._json_bufs)
 
-    def message(self, complete: bool) -> Message:
+    def snapshot(self) -> Optional[Message]:
+        """The message so far, or ``None`` before ``message_start``."""
+        return None if self._snapshot is None else Message.construct(**self._snapshot.to_dict())
+
+    def result(self, complete: bool) -> Message:
         """The reassembled ``anthropic.types.Message``; raises if the stream was cut short."""
-        partial = None if self._snapshot is None else Message.construct(**self._snapshot.to_dict())
+        partial = self.snapshot()
         if not complete or partial is None:
             raise IncompleteStreamError("the stream ended before message_stop", partial)
         return partial
@@ -131,42 +177,36 @@ def _begin(
     )
 
 
-def _stream_hook(
-    client: Any, kwargs: dict[str, Any], method: str = "stream", finish: Optional[Finish] = None
-) -> Callable[[Callable[[], Any]], Any]:
-    """Time the call from the moment the ``with`` block opens, and observe its raw stream."""
+def _stream_hook(client: Any, kwargs: dict[str, Any], method: str, finish: Optional[Finish]) -> Callable[[Callable[[], Any]], Any]:
+    """Time the call from the moment the ``with`` block opens; hold back until the first token."""
 
     def hook(enter: Callable[[], Any]) -> Any:
-        timer = _begin(client, method, kwargs, finish=finish)
-        try:
-            with sending(timer):
-                stream = enter()  # sends the request
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(stream._raw_stream, AnthropicTap(timer))
-        return stream
+        tap = AnthropicTap(_begin(client, method, kwargs, finish=finish))
+        policy = client._lk.retry
+        if policy is None:
+            return open_stream(tap, enter, raw_of=_raw_stream)
+        return open_stream_retrying(tap, enter, policy, attempts(client), raw_of=_raw_stream)
 
     return hook
 
 
 def _async_stream_hook(
-    client: Any, kwargs: dict[str, Any], method: str = "stream", finish: Optional[Finish] = None
+    client: Any, kwargs: dict[str, Any], method: str, finish: Optional[Finish]
 ) -> Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]:
     """Async twin of `_stream_hook`."""
 
     async def hook(enter: Callable[[], Awaitable[Any]]) -> Any:
-        timer = _begin(client, method, kwargs, finish=finish)
-        try:
-            with sending(timer):
-                stream = await enter()
-        except BaseException as exc:
-            timer.fail(exc)
-            raise
-        observe_stream(stream._raw_stream, AnthropicTap(timer))
-        return stream
+        tap = AnthropicTap(_begin(client, method, kwargs, finish=finish))
+        policy = client._lk.retry
+        if policy is None:
+            return await aopen_stream(tap, enter, raw_of=_raw_stream)
+        return await aopen_stream_retrying(tap, enter, policy, attempts(client), raw_of=_raw_stream)
 
     return hook
+
+
+def _raw_stream(helper: Any) -> Any:
+    return helper._raw_stream
 
 
 class _Messages(Messages):
@@ -175,25 +215,28 @@ class _Messages(Messages):
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
-        kwargs, finish = prepare(self._client, _API, kwargs)
+        client: Any = self._client
+        kwargs, finish = prepare(client, _API, kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "create", kwargs, reason, finish)
+            timer = _begin(client, "create", kwargs, reason, finish)
             return passthrough(timer, lambda: super(_Messages, self).create(**kwargs), _on_message)
         caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish)
-        raw = open_stream(AnthropicTap(timer), lambda: super(_Messages, self).create(**{**kwargs, "stream": True}))
+        tap = AnthropicTap(_begin(client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish))
+        target = sdk_client(client).messages
+        request = {**kwargs, "stream": True}
+        send = lambda: Messages.create(target, **request)  # noqa: E731
+        policy = client._lk.retry
         if caller_streams:
-            return raw
-        acc = MessageAccumulator()
-        with raw:
-            for event in raw:
-                acc.feed(event)
-        return acc.message(timer.saw_terminal)
+            if policy is None:
+                return open_stream(tap, send)
+            return open_stream_retrying(tap, send, policy, attempts(client))
+        return complete_retrying(tap, send, policy or _ONCE, attempts(client), MessageAccumulator)
 
     def stream(self, **kwargs: Any) -> Any:
         kwargs, finish = prepare(self._client, _API, kwargs)
-        return wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs, "stream", finish))
+        inner = Messages.stream(sdk_client(self._client).messages, **kwargs)
+        return wrap_manager(inner, _stream_hook(self._client, kwargs, "stream", finish))
 
     def parse(self, **kwargs: Any) -> Any:
         # Structured output through the SDK's stream helper: it parses at content_block_stop,
@@ -201,7 +244,8 @@ class _Messages(Messages):
         if raw_response_requested(kwargs):
             return super().parse(**kwargs)
         kwargs, finish = prepare(self._client, _API, kwargs)
-        with wrap_manager(super().stream(**kwargs), _stream_hook(self._client, kwargs, "parse", finish)) as stream:
+        inner = Messages.stream(sdk_client(self._client).messages, **kwargs)
+        with wrap_manager(inner, _stream_hook(self._client, kwargs, "parse", finish)) as stream:
             return stream.get_final_message()
 
 
@@ -211,33 +255,35 @@ class _AsyncMessages(AsyncMessages):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
-        kwargs, finish = prepare(self._client, _API, kwargs)
+        client: Any = self._client
+        kwargs, finish = prepare(client, _API, kwargs)
         reason = _not_streamable(kwargs)
         if reason is not None:
-            timer = _begin(self._client, "create", kwargs, reason, finish)
+            timer = _begin(client, "create", kwargs, reason, finish)
             return await apassthrough(timer, lambda: super(_AsyncMessages, self).create(**kwargs), _on_message)
         caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-        timer = _begin(self._client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish)
-        tap = AnthropicTap(timer)
-        raw = await aopen_stream(tap, lambda: super(_AsyncMessages, self).create(**{**kwargs, "stream": True}))
+        tap = AnthropicTap(_begin(client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish))
+        target = sdk_client(client).messages
+        request = {**kwargs, "stream": True}
+        send = lambda: AsyncMessages.create(target, **request)  # noqa: E731
+        policy = client._lk.retry
         if caller_streams:
-            return raw
-        acc = MessageAccumulator()
-        async with raw:
-            async for event in raw:
-                acc.feed(event)
-        return acc.message(timer.saw_terminal)
+            if policy is None:
+                return await aopen_stream(tap, send)
+            return await aopen_stream_retrying(tap, send, policy, attempts(client))
+        return await acomplete_retrying(tap, send, policy or _ONCE, attempts(client), MessageAccumulator)
 
     def stream(self, **kwargs: Any) -> Any:
         kwargs, finish = prepare(self._client, _API, kwargs)
-        return wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs, "stream", finish))
+        inner = AsyncMessages.stream(sdk_client(self._client).messages, **kwargs)
+        return wrap_async_manager(inner, _async_stream_hook(self._client, kwargs, "stream", finish))
 
     async def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().parse(**kwargs)
         kwargs, finish = prepare(self._client, _API, kwargs)
-        manager = wrap_async_manager(super().stream(**kwargs), _async_stream_hook(self._client, kwargs, "parse", finish))
-        async with manager as stream:
+        inner = AsyncMessages.stream(sdk_client(self._client).messages, **kwargs)
+        async with wrap_async_manager(inner, _async_stream_hook(self._client, kwargs, "parse", finish)) as stream:
             return await stream.get_final_message()
 
 
@@ -256,6 +302,7 @@ if TYPE_CHECKING:
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
             cache: CacheOption = "auto",
+            retry: Union[RetryPolicy, bool, None] = None,
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -270,6 +317,7 @@ if TYPE_CHECKING:
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
             cache: CacheOption = "auto",
+            retry: Union[RetryPolicy, bool, None] = None,
             **kwargs: Any,
         ) -> None: ...
         @property

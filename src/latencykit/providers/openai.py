@@ -19,13 +19,27 @@ from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
 from openai.resources.responses import AsyncResponses, Responses
 from openai.types.chat import ChatCompletion
 
-from .._errors import IncompleteStreamError
+from .._errors import IncompleteStreamError, PartialOutput
 from ..core._record import CallRecord
+from ..core._retry import RetryPolicy
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
 from ..telemetry._otel import Telemetry
 from ..telemetry._recorder import Recorder
-from ._calls import Finish, apassthrough, begin, given, helper_method, passthrough, prepare, raw_response_requested
+from ._calls import (
+    ONCE,
+    Finish,
+    apassthrough,
+    attempts,
+    begin,
+    given,
+    helper_method,
+    passthrough,
+    prepare,
+    raw_response_requested,
+    sdk_client,
+)
+from ._engine import Accumulator, acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
 from ._client import client_class
 from ._managers import finalize_on_close, wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
@@ -41,11 +55,45 @@ class ChatTap(Tap):
     """Marks chunks with content, refusal, reasoning or tool arguments; reads usage and finish."""
 
     __slots__ = ("hide_usage", "_fresh")
+    connection_error = openai.APIConnectionError
 
     def __init__(self, timer: CallTimer, hide_usage: bool) -> None:
         super().__init__(timer)
         self.hide_usage = hide_usage
         self._fresh = True
+
+    def new_attempt(self) -> None:
+        """Forget the events of an abandoned attempt (and read the next one's model and id)."""
+        super().new_attempt()
+        self._fresh = True
+
+    def partial(self) -> PartialOutput:
+        """Text and tool arguments so far (every choice), the usage if it came, the SDK's snapshot."""
+        out = PartialOutput(events=len(self.events))
+        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
+        fed = False
+        for chunk in self.events:
+            if chunk.usage is not None:
+                out.usage = chunk.usage
+            for choice in chunk.choices or ():
+                delta = choice.delta
+                if delta.content:
+                    out.text += delta.content
+                for call in delta.tool_calls or ():
+                    key = f"{choice.index}:{call.index}"
+                    args = call.function.arguments if call.function is not None else None
+                    out.tool_inputs[key] = out.tool_inputs.get(key, "") + (args or "")
+            try:
+                state.handle_chunk(chunk)
+                fed = True
+            except Exception:
+                pass
+        if fed:
+            try:
+                out.message = completion_from_state(state)
+            except Exception:
+                out.message = None
+        return out
 
     def __call__(self, chunk: Any) -> bool:
         timer = self.timer
@@ -110,6 +158,21 @@ class ResponsesTap(Tap):
     """Marks token deltas; reads model/id from ``response.created`` and usage from the terminal event."""
 
     __slots__ = ()
+    connection_error = openai.APIConnectionError
+
+    def partial(self) -> PartialOutput:
+        """Output text and function-call arguments so far; the usage and response if a terminal event came."""
+        out = PartialOutput(events=len(self.events))
+        for event in self.events:
+            kind = event.type
+            if kind == "response.output_text.delta":
+                out.text += event.delta
+            elif kind == "response.function_call_arguments.delta":
+                out.tool_inputs[event.item_id] = out.tool_inputs.get(event.item_id, "") + event.delta
+            elif kind in _RESPONSE_TERMINAL:
+                out.message = event.response
+                out.usage = event.response.usage
+        return out
 
     def __call__(self, event: Any) -> bool:
         timer = self.timer
@@ -228,31 +291,139 @@ def _method(kwargs: dict[str, Any]) -> tuple[bool, str]:
 # -- resources ----------------------------------------------------------------------------
 
 
+class ChatAccumulator:
+    """Folds chunks into the ``ChatCompletion`` a non-streaming call returns (SDK stream state)."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
+            input_tools=kwargs.get("tools", openai.omit), response_format=kwargs.get("response_format", openai.omit)
+        )
+        self._fed = False
+
+    def feed(self, chunk: Any) -> None:
+        """Accumulate one chunk."""
+        self._state.handle_chunk(chunk)
+        self._fed = True
+
+    def result(self, complete: bool) -> ChatCompletion:
+        """The reassembled completion; raises if the stream was cut short."""
+        partial = completion_from_state(self._state) if self._fed else None
+        if partial is None or not complete:
+            raise IncompleteStreamError("the stream ended before the final chunk", partial)
+        return partial
+
+
+class ResponseAccumulator:
+    """Keeps the ``Response`` that the terminal event carries."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._final: Any = None
+
+    def feed(self, event: Any) -> None:
+        """Keep the terminal event's response."""
+        if event.type in _RESPONSE_TERMINAL:
+            self._final = event.response
+
+    def result(self, complete: bool) -> Any:
+        """The final ``Response``; raises if no terminal event arrived."""
+        if self._final is None or not complete:
+            raise IncompleteStreamError("the stream ended before response.completed")
+        return self._final
+
+
+class _Api:
+    """What differs between Chat Completions and Responses: the request, tap and accumulator."""
+
+    def __init__(
+        self,
+        name: str,
+        request: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
+        tap: Callable[[CallTimer, bool], Tap],
+        accumulator: Callable[[dict[str, Any]], Accumulator],
+        on_result: Callable[[CallRecord, Any], None],
+        target: Callable[[Any], Any],
+    ) -> None:
+        self.name, self.request, self.tap, self.accumulator, self.on_result, self.target = (
+            name,
+            request,
+            tap,
+            accumulator,
+            on_result,
+            target,
+        )
+
+
+def _responses_request(kwargs: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    return {**kwargs, "stream": True}, True
+
+
+_CHAT = _Api(
+    "chat.completions",
+    _chat_request,
+    lambda timer, hide: ChatTap(timer, hide_usage=hide),
+    ChatAccumulator,
+    _on_completion,
+    lambda client: client.chat.completions,
+)
+_RESPONSES = _Api(
+    "responses",
+    _responses_request,
+    lambda timer, hide: ResponsesTap(timer),
+    ResponseAccumulator,
+    _on_response,
+    lambda client: client.responses,
+)
+
+
+def _create(api: _Api, resource: Any, base: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """One streamed (or passed-through) call, shared by Chat Completions and Responses (sync)."""
+    client: Any = resource._client
+    kwargs, finish = prepare(client, api.name, kwargs)
+    reason = _not_streamable(kwargs)
+    if reason is not None:
+        timer = _begin(client, api.name, "create", kwargs, reason, finish)
+        return passthrough(timer, lambda: base(resource, **kwargs), api.on_result)
+    caller_streams, method = _method(kwargs)
+    request, wanted_usage = api.request(kwargs)
+    tap = api.tap(_begin(client, api.name, method, kwargs, finish=finish), caller_streams and not wanted_usage)
+    target = api.target(sdk_client(client))
+    send = lambda: base(target, **request)  # noqa: E731
+    policy = client._lk.retry
+    if caller_streams:
+        if policy is None:
+            return open_stream(tap, send)
+        return open_stream_retrying(tap, send, policy, attempts(client))
+    return complete_retrying(tap, send, policy or ONCE, attempts(client), lambda: api.accumulator(kwargs))
+
+
+async def _acreate(api: _Api, resource: Any, base: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]) -> Any:
+    """Async twin of `_create`."""
+    client: Any = resource._client
+    kwargs, finish = prepare(client, api.name, kwargs)
+    reason = _not_streamable(kwargs)
+    if reason is not None:
+        timer = _begin(client, api.name, "create", kwargs, reason, finish)
+        return await apassthrough(timer, lambda: base(resource, **kwargs), api.on_result)
+    caller_streams, method = _method(kwargs)
+    request, wanted_usage = api.request(kwargs)
+    tap = api.tap(_begin(client, api.name, method, kwargs, finish=finish), caller_streams and not wanted_usage)
+    target = api.target(sdk_client(client))
+    send = lambda: base(target, **request)  # noqa: E731
+    policy = client._lk.retry
+    if caller_streams:
+        if policy is None:
+            return await aopen_stream(tap, send)
+        return await aopen_stream_retrying(tap, send, policy, attempts(client))
+    return await acomplete_retrying(tap, send, policy or ONCE, attempts(client), lambda: api.accumulator(kwargs))
+
+
 class _Completions(Completions):
     """``client.chat.completions`` that always streams and times every call."""
 
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
-        kwargs, finish = prepare(self._client, "chat.completions", kwargs)
-        reason = _not_streamable(kwargs)
-        if reason is not None:
-            timer = _begin(self._client, "chat.completions", "create", kwargs, reason, finish)
-            return passthrough(timer, lambda: super(_Completions, self).create(**kwargs), _on_completion)
-        caller_streams, method = _method(kwargs)
-        request, wanted_usage = _chat_request(kwargs)
-        timer = _begin(self._client, "chat.completions", method, kwargs, finish=finish)
-        tap = ChatTap(timer, hide_usage=caller_streams and not wanted_usage)
-        raw = open_stream(tap, lambda: super(_Completions, self).create(**request))
-        if caller_streams:
-            return raw
-        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
-            input_tools=kwargs.get("tools", openai.omit), response_format=kwargs.get("response_format", openai.omit)
-        )
-        with raw:
-            for chunk in raw:
-                state.handle_chunk(chunk)
-        return _final_completion(state, timer)
+        return _create(_CHAT, self, Completions.create, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
         return wrap_manager(super().stream(**kwargs), _enter_helper)
@@ -270,25 +441,7 @@ class _AsyncCompletions(AsyncCompletions):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
-        kwargs, finish = prepare(self._client, "chat.completions", kwargs)
-        reason = _not_streamable(kwargs)
-        if reason is not None:
-            timer = _begin(self._client, "chat.completions", "create", kwargs, reason, finish)
-            return await apassthrough(timer, lambda: super(_AsyncCompletions, self).create(**kwargs), _on_completion)
-        caller_streams, method = _method(kwargs)
-        request, wanted_usage = _chat_request(kwargs)
-        timer = _begin(self._client, "chat.completions", method, kwargs, finish=finish)
-        tap = ChatTap(timer, hide_usage=caller_streams and not wanted_usage)
-        raw = await aopen_stream(tap, lambda: super(_AsyncCompletions, self).create(**request))
-        if caller_streams:
-            return raw
-        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
-            input_tools=kwargs.get("tools", openai.omit), response_format=kwargs.get("response_format", openai.omit)
-        )
-        async with raw:
-            async for chunk in raw:
-                state.handle_chunk(chunk)
-        return _final_completion(state, timer)
+        return await _acreate(_CHAT, self, AsyncCompletions.create, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
         return wrap_async_manager(super().stream(**kwargs), _aenter_helper)
@@ -300,38 +453,13 @@ class _AsyncCompletions(AsyncCompletions):
             return await stream.get_final_completion()
 
 
-def _final_completion(state: ChatCompletionStreamState[Any], timer: CallTimer) -> ChatCompletion:
-    try:
-        partial: Optional[ChatCompletion] = completion_from_state(state)
-    except AssertionError:  # no chunk at all
-        partial = None
-    if partial is None or not timer.saw_terminal:
-        raise IncompleteStreamError("the stream ended before the final chunk", partial)
-    return partial
-
-
 class _Responses(Responses):
     """``client.responses`` that always streams and times every call."""
 
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
-        kwargs, finish = prepare(self._client, "responses", kwargs)
-        reason = _not_streamable(kwargs)
-        if reason is not None:
-            timer = _begin(self._client, "responses", "create", kwargs, reason, finish)
-            return passthrough(timer, lambda: super(_Responses, self).create(**kwargs), _on_response)
-        caller_streams, method = _method(kwargs)
-        timer = _begin(self._client, "responses", method, kwargs, finish=finish)
-        raw = open_stream(ResponsesTap(timer), lambda: super(_Responses, self).create(**{**kwargs, "stream": True}))
-        if caller_streams:
-            return raw
-        final = None
-        with raw:
-            for event in raw:
-                if event.type in _RESPONSE_TERMINAL:
-                    final = event.response
-        return _final_response(final)
+        return _create(_RESPONSES, self, Responses.create, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
         return wrap_manager(super().stream(**_as_helper(kwargs, "responses.stream")), _enter_helper)
@@ -350,23 +478,7 @@ class _AsyncResponses(AsyncResponses):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
-        kwargs, finish = prepare(self._client, "responses", kwargs)
-        reason = _not_streamable(kwargs)
-        if reason is not None:
-            timer = _begin(self._client, "responses", "create", kwargs, reason, finish)
-            return await apassthrough(timer, lambda: super(_AsyncResponses, self).create(**kwargs), _on_response)
-        caller_streams, method = _method(kwargs)
-        timer = _begin(self._client, "responses", method, kwargs, finish=finish)
-        tap = ResponsesTap(timer)
-        raw = await aopen_stream(tap, lambda: super(_AsyncResponses, self).create(**{**kwargs, "stream": True}))
-        if caller_streams:
-            return raw
-        final = None
-        async with raw:
-            async for event in raw:
-                if event.type in _RESPONSE_TERMINAL:
-                    final = event.response
-        return _final_response(final)
+        return await _acreate(_RESPONSES, self, AsyncResponses.create, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
         return wrap_async_manager(super().stream(**_as_helper(kwargs, "responses.stream")), _aenter_helper)
@@ -400,12 +512,6 @@ def _as_helper(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
     return {**kwargs, "extra_headers": {"X-Stainless-Helper-Method": name, **(extra if isinstance(extra, dict) else {})}}
 
 
-def _final_response(final: Any) -> Any:
-    if final is None:
-        raise IncompleteStreamError("the stream ended before response.completed")
-    return final
-
-
 class _Chat(Chat):
     @cached_property
     def completions(self) -> Completions:
@@ -435,6 +541,7 @@ if TYPE_CHECKING:
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
             cache: CacheOption = "auto",
+            retry: Union[RetryPolicy, bool, None] = None,
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -449,6 +556,7 @@ if TYPE_CHECKING:
             recorder: Optional[Recorder] = None,
             telemetry: Union[Telemetry, Literal[False], None] = None,
             cache: CacheOption = "auto",
+            retry: Union[RetryPolicy, bool, None] = None,
             **kwargs: Any,
         ) -> None: ...
         @property

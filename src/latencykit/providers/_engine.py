@@ -1,0 +1,352 @@
+"""Attempts: send, wait for the first token holding events back, retry what is safe (tenacity).
+
+Two drivers, each with a sync and an async shell around the same decisions:
+
+- `open_stream_retrying` — the caller iterates the stream. Events before the first token
+  are read and held back; a failure there (HTTP error, ``error`` event, drop, TTFT
+  deadline) is retried on a fresh request, so the caller never sees a second
+  ``message_start``. Once the first token is in, the stream is handed over (held events
+  first) and nothing is retried again: what the caller saw is never repeated.
+- `complete_retrying` — a non-streaming call that latencykit streams: the whole stream
+  is consumed here, so a failure even after content can be retried transparently
+  (``RetryPolicy.retry_interrupted``); the caller only ever gets the final object.
+
+One `CallTimer` spans all attempts: E2E and TTFT are from the first attempt's start.
+Each attempt is sent with the SDK's own retries off (see `sdk_target`), so attempts
+never multiply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Awaitable, Callable, Optional, Protocol, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
+
+from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
+from ._calls import sending
+from ._streams import observe_stream
+from ._tap import Tap
+
+__all__ = ["open_stream_retrying", "aopen_stream_retrying", "complete_retrying", "acomplete_retrying", "Accumulator"]
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+class Accumulator(Protocol):
+    """Folds stream events into the object a non-streaming call returns."""
+
+    def feed(self, event: Any) -> None: ...
+    def result(self, complete: bool) -> Any: ...
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _controller(policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool], is_async: bool) -> Any:
+    timer = tap.timer
+    hedged = [False]
+
+    def retry_predicate(exc: BaseException) -> bool:
+        reason = classify(exc)
+        if reason is None or not may_retry(exc):
+            return False
+        if reason == "ttft_deadline":
+            if hedged[0]:
+                return False  # the deadline hedges the tail once, it does not loop
+            hedged[0] = True
+        return True
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        return backoff(policy, state.attempt_number, exc) if exc is not None else 0.0
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if exc is not None:
+            timer.record.retry_reasons = (*timer.record.retry_reasons, classify(exc) or "unknown")
+
+    stop: Any = stop_after_attempt(attempts)
+    if policy.deadline is not None:
+        stop = stop | stop_before_delay(policy.deadline)
+    kwargs: dict[str, Any] = {
+        "stop": stop,
+        "wait": wait,
+        "retry": retry_if_exception(retry_predicate),
+        "before_sleep": before_sleep,
+        "reraise": True,
+    }
+    if is_async:
+        return AsyncRetrying(**kwargs)
+    return Retrying(sleep=policy.sleep, **kwargs)
+
+
+class _Watchdog:
+    """Closes an attempt's response if no first token arrives within the TTFT deadline (sync)."""
+
+    def __init__(self, tap: Tap, seconds: Optional[float], response: Any) -> None:
+        self.fired = False
+        self._timer: Optional[threading.Timer] = None
+        if seconds is not None:
+            remaining = max(seconds - tap.timer.attempt_elapsed(), 0.0)
+            self._timer = threading.Timer(remaining, self._fire, args=(response,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self, response: Any) -> None:
+        self.fired = True
+        try:
+            response.close()  # the blocked read in the caller's thread fails at once
+        except Exception:
+            pass
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _hold_back(raw: Any, tap: Tap) -> list[Any]:
+    """Read until the first token (or the end); returns the events read, for replay."""
+    held: list[Any] = []
+    timer = tap.timer
+    while True:
+        try:
+            event = next(raw)
+        except StopIteration:
+            if timer.saw_terminal:
+                return held
+            raise PreContentDrop("the stream ended before any content") from None
+        tap.events.append(event)
+        try:
+            keep = tap(event)
+        except Exception:
+            keep = True
+        if keep:
+            held.append(event)
+        if timer.saw_token or timer.saw_terminal:
+            return held
+
+
+async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
+    held: list[Any] = []
+    timer = tap.timer
+    while True:
+        try:
+            event = await raw.__anext__()
+        except StopAsyncIteration:
+            if timer.saw_terminal:
+                return held
+            raise PreContentDrop("the stream ended before any content") from None
+        tap.events.append(event)
+        try:
+            keep = tap(event)
+        except Exception:
+            keep = True
+        if keep:
+            held.append(event)
+        if timer.saw_token or timer.saw_terminal:
+            return held
+
+
+def _close_quietly(raw: Any) -> None:
+    try:
+        raw.close()
+    except Exception:
+        pass
+
+
+async def _aclose_quietly(raw: Any) -> None:
+    try:
+        await raw.close()
+    except Exception:
+        pass
+
+
+# -- the caller iterates -------------------------------------------------------------------
+
+
+def open_stream_retrying(
+    tap: Tap, send: Callable[[], S], policy: RetryPolicy, attempts: int, raw_of: Callable[[S], Any] = _identity
+) -> S:
+    """Send, hold events back until the first token, retry failures before it; then hand over."""
+    timer = tap.timer
+    controller = _controller(policy, attempts, tap, lambda exc: True, is_async=False)
+    try:
+        for attempt in controller:
+            with attempt:
+                timer.new_attempt()
+                tap.new_attempt()
+                with sending(timer):
+                    obj = send()
+                raw = raw_of(obj)
+                watchdog = _Watchdog(tap, policy.ttft_deadline, getattr(raw, "response", None))
+                try:
+                    held = _hold_back(raw, tap)
+                except Exception as exc:
+                    _close_quietly(raw)
+                    if watchdog.fired:
+                        timer.record.ttft_deadline_hits += 1
+                        raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
+                    raise
+                finally:
+                    watchdog.cancel()
+    except BaseException as exc:
+        timer.fail(exc)
+        raise
+    observe_stream(raw, tap, held)
+    return obj
+
+
+async def aopen_stream_retrying(
+    tap: Tap, send: Callable[[], Awaitable[S]], policy: RetryPolicy, attempts: int, raw_of: Callable[[S], Any] = _identity
+) -> S:
+    """Async twin of `open_stream_retrying` (the TTFT deadline is an ``asyncio`` timeout)."""
+    timer = tap.timer
+    controller = _controller(policy, attempts, tap, lambda exc: True, is_async=True)
+    try:
+        async for attempt in controller:
+            with attempt:
+                timer.new_attempt()
+                tap.new_attempt()
+                with sending(timer):
+                    obj = await send()
+                raw = raw_of(obj)
+                try:
+                    if policy.ttft_deadline is None:
+                        held = await _ahold_back(raw, tap)
+                    else:
+                        remaining = max(policy.ttft_deadline - timer.attempt_elapsed(), 0.0)
+                        try:
+                            held = await asyncio.wait_for(_ahold_back(raw, tap), remaining)
+                        except asyncio.TimeoutError as exc:
+                            timer.record.ttft_deadline_hits += 1
+                            raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
+                except BaseException:
+                    await _aclose_quietly(raw)
+                    raise
+    except BaseException as exc:
+        timer.fail(exc)
+        raise
+    observe_stream(raw, tap, held)
+    return obj
+
+
+# -- latencykit consumes the stream for a non-streaming caller -----------------------------
+
+
+def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, attempts: int, new_acc: Callable[[], Accumulator]) -> Any:
+    """Stream the call to the end and return the reassembled object; retry what is safe."""
+    timer = tap.timer
+    may_retry = lambda exc: policy.retry_interrupted or not timer.saw_token  # noqa: E731
+    controller = _controller(policy, attempts, tap, may_retry, is_async=False)
+    try:
+        for attempt in controller:
+            with attempt:
+                timer.new_attempt()
+                tap.new_attempt()
+                with sending(timer):
+                    raw = send()
+                acc = new_acc()
+                watchdog: Optional[_Watchdog] = _Watchdog(tap, policy.ttft_deadline, getattr(raw, "response", None))
+                try:
+                    with raw:
+                        for event in raw:
+                            tap.events.append(event)
+                            try:
+                                tap(event)
+                            except Exception:
+                                pass
+                            if watchdog is not None and timer.saw_token:
+                                watchdog.cancel()
+                                watchdog = None
+                            acc.feed(event)
+                except Exception as exc:
+                    if watchdog is not None and watchdog.fired:
+                        timer.record.ttft_deadline_hits += 1
+                        raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
+                    raise
+                finally:
+                    if watchdog is not None:
+                        watchdog.cancel()
+                result = acc.result(timer.saw_terminal)
+    except BaseException as exc:
+        timer.fail(exc)
+        err = _final_error(tap, exc, raw if "raw" in locals() else None)
+        if err is exc:
+            raise
+        raise err from exc
+    timer.exhausted()
+    return result
+
+
+async def acomplete_retrying(
+    tap: Tap, send: Callable[[], Awaitable[Any]], policy: RetryPolicy, attempts: int, new_acc: Callable[[], Accumulator]
+) -> Any:
+    """Async twin of `complete_retrying`."""
+    timer = tap.timer
+    may_retry = lambda exc: policy.retry_interrupted or not timer.saw_token  # noqa: E731
+    controller = _controller(policy, attempts, tap, may_retry, is_async=True)
+    raw: Any = None
+    try:
+        async for attempt in controller:
+            with attempt:
+                timer.new_attempt()
+                tap.new_attempt()
+                with sending(timer):
+                    raw = await send()
+                acc = new_acc()
+                consume = _aconsume(raw, tap, acc)
+                if policy.ttft_deadline is None:
+                    await consume
+                else:
+                    await _with_ttft_deadline(consume, tap, policy.ttft_deadline)
+                result = acc.result(timer.saw_terminal)
+    except BaseException as exc:
+        timer.fail(exc)
+        err = _final_error(tap, exc, raw)
+        if err is exc:
+            raise
+        raise err from exc
+    timer.exhausted()
+    return result
+
+
+async def _aconsume(raw: Any, tap: Tap, acc: Accumulator) -> None:
+    async with raw:
+        async for event in raw:
+            tap.events.append(event)
+            try:
+                tap(event)
+            except Exception:
+                pass
+            acc.feed(event)
+
+
+async def _with_ttft_deadline(consume: Awaitable[None], tap: Tap, deadline: float) -> None:
+    task = asyncio.ensure_future(consume)
+    remaining = max(deadline - tap.timer.attempt_elapsed(), 0.0)
+    done, _ = await asyncio.wait({task}, timeout=remaining)
+    if not done and not tap.timer.saw_token:
+        task.cancel()
+        try:
+            await task
+        except BaseException:
+            pass
+        tap.timer.record.ttft_deadline_hits += 1
+        raise TTFTDeadlineExceeded(f"no first token within {deadline} s")
+    await task
+
+
+def _final_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
+    """After the last attempt: the SDK error as is, or — after content — with the partial output."""
+    from .._errors import IncompleteStreamError, interrupted_error
+
+    if not isinstance(exc, Exception) or not tap.timer.saw_token:
+        return exc
+    request = getattr(getattr(raw, "response", None), "request", None)
+    if isinstance(exc, IncompleteStreamError):
+        return interrupted_error(None, tap.partial(), tap.connection_error, request)
+    return interrupted_error(exc, tap.partial(), tap.connection_error, request)
