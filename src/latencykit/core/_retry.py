@@ -25,7 +25,6 @@ from typing import Any, Callable, Optional
 __all__ = ["RetryPolicy", "classify", "retry_after", "backoff", "TTFTDeadlineExceeded", "PreContentDrop"]
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
-_RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "server_error"})
 # Exception class names of connection-level failures (SDK wrappers and httpx transport errors).
 _CONNECTION_NAMES = frozenset(
     {
@@ -130,11 +129,14 @@ def classify(exc: BaseException) -> Optional[str]:
             return "overloaded"
         if status in RETRYABLE_STATUS:
             return "server_error"
-        # An SSE `error` event is raised by the SDK as a status error carrying the response's 200.
-        if status == 200 and _error_type(exc) in _RETRYABLE_ERROR_TYPES:
+        # An SSE `error` event: Anthropic raises a status error carrying the stream's 200.
+        if status == 200:
             return "error_event"
         return None
     names = {k.__name__ for k in type(exc).__mro__}
+    # OpenAI raises a plain APIError (no status) for an `error` payload inside the stream.
+    if "APIError" in names and getattr(exc, "body", None) is not None and not names & _CONNECTION_NAMES:
+        return "error_event"
     if names & _CONNECTION_NAMES:
         return "timeout" if any("Timeout" in n for n in names) else "connection"
     return None

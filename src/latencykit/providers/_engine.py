@@ -19,6 +19,7 @@ never multiply.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from typing import Any, Awaitable, Callable, Optional, Protocol, TypeVar
 
@@ -98,8 +99,17 @@ class _Watchdog:
 
     def _fire(self, response: Any) -> None:
         self.fired = True
+        # Closing a socket from another thread does not wake a blocked recv(); shutting it
+        # down does, so the caller's read fails at once instead of waiting for the server.
         try:
-            response.close()  # the blocked read in the caller's thread fails at once
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except Exception:
+            pass
+        try:
+            response.close()
         except Exception:
             pass
 
@@ -344,9 +354,13 @@ def _final_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
     """After the last attempt: the SDK error as is, or — after content — with the partial output."""
     from .._errors import IncompleteStreamError, interrupted_error
 
+    request = getattr(getattr(raw, "response", None), "request", None)
+    if isinstance(exc, IncompleteStreamError):
+        reported = tap.stream_error(request)
+        if reported is not None:
+            exc = reported
     if not isinstance(exc, Exception) or not tap.timer.saw_token:
         return exc
-    request = getattr(getattr(raw, "response", None), "request", None)
     if isinstance(exc, IncompleteStreamError):
         return interrupted_error(None, tap.partial(), tap.connection_error, request)
     return interrupted_error(exc, tap.partial(), tap.connection_error, request)

@@ -56,6 +56,9 @@ def _broken(tap: Tap, exc: BaseException, request: Any) -> BaseException:
 
 def _truncated(tap: Tap, request: Any) -> BaseException:
     """The stream ended cleanly but without its terminal event: a drop all the same."""
+    reported = tap.stream_error(request)
+    if reported is not None:
+        return interrupted_error(reported, tap.partial(), tap.connection_error, request) if tap.timer.saw_token else reported
     if tap.timer.saw_token:
         return interrupted_error(None, tap.partial(), tap.connection_error, request)
     message = "the stream ended before any content and without its terminal event"

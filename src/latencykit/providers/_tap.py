@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from .._errors import PartialOutput
 from ..core._timing import CallTimer
@@ -42,3 +42,7 @@ class Tap:
     def partial(self) -> PartialOutput:
         """What had arrived so far (provider taps fill in text, tool inputs and usage)."""
         return PartialOutput(events=len(self.events))
+
+    def stream_error(self, request: Any) -> Optional[BaseException]:
+        """The SDK error for a failure the server reported as an event the SDK does not raise."""
+        return None

@@ -155,10 +155,30 @@ _RESPONSE_TERMINAL = frozenset({"response.completed", "response.incomplete", "re
 
 
 class ResponsesTap(Tap):
-    """Marks token deltas; reads model/id from ``response.created`` and usage from the terminal event."""
+    """Marks token deltas; reads model/id from ``response.created`` and usage from the terminal event.
 
-    __slots__ = ()
+    An ``error`` event or ``response.failed`` is a failure, not a completion: the SDK yields
+    them as events, so the stream shell raises the matching ``openai.APIError`` at its end.
+    """
+
+    __slots__ = ("error_body",)
     connection_error = openai.APIConnectionError
+
+    def __init__(self, timer: CallTimer) -> None:
+        super().__init__(timer)
+        self.error_body: Optional[dict[str, Any]] = None
+
+    def new_attempt(self) -> None:
+        """Forget the events (and any failure) of an abandoned attempt."""
+        super().new_attempt()
+        self.error_body = None
+
+    def stream_error(self, request: Any) -> Optional[BaseException]:
+        """``openai.APIError`` for an ``error`` event / ``response.failed``, if one came."""
+        if self.error_body is None:
+            return None
+        message = str(self.error_body.get("message") or "the response failed")
+        return openai.APIError(message, request, body=self.error_body)
 
     def partial(self) -> PartialOutput:
         """Output text and function-call arguments so far; the usage and response if a terminal event came."""
@@ -186,10 +206,21 @@ class ResponsesTap(Tap):
             rec.response_model = event.response.model
             rec.response_id = event.response.id
         elif kind in _RESPONSE_TERMINAL:
-            _on_response(timer.record, event.response)
-            timer.terminal()
+            response = event.response
+            _on_response(timer.record, response)
+            if kind == "response.failed":
+                err = getattr(response, "error", None)
+                self.error_body = self.error_body or {
+                    "type": "response.failed",
+                    "code": getattr(err, "code", None),
+                    "message": getattr(err, "message", None),
+                }
+            else:
+                timer.terminal()
         elif kind == "error":
-            timer.record.error_type = getattr(event, "code", None) or "error"
+            code = getattr(event, "code", None)
+            timer.record.error_type = code or "error"
+            self.error_body = {"type": "error", "code": code, "message": getattr(event, "message", None)}
         return True
 
 
