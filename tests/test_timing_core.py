@@ -146,3 +146,28 @@ def test_a_failing_tap_never_breaks_the_stream(caplog: pytest.LogCaptureFixture)
     odd = SimpleNamespace(type="content_block_delta")  # no .delta: not what the SDK produces
     assert _tapped(tap, odd) is True and _tapped(tap, odd) is True
     assert caplog.text.count("could not read") == 1 and timer.record.extra["tap_failed"] is True
+
+
+def test_server_cache_diagnostics_are_recorded_beside_ours() -> None:
+    """Anthropic's cache-diagnostics verdict on message_start lands in server_cache_miss_reason."""
+    from anthropic._models import construct_type
+    from anthropic.types import RawMessageStreamEvent
+
+    from latencykit.providers.anthropic import AnthropicTap
+
+    def start(diagnostics: object) -> object:
+        message = {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1},
+            "diagnostics": diagnostics,
+        }  # fmt: skip
+        return construct_type(type_=RawMessageStreamEvent, value={"type": "message_start", "message": message})
+
+    for diagnostics, expected in (
+        ({"cache_miss_reason": {"type": "system_changed", "cache_missed_input_tokens": 1200}}, "system_changed"),
+        ({"cache_miss_reason": None}, "pending"),
+    ):
+        timer, _ = _timer(FakeClock())
+        AnthropicTap(timer)(start(diagnostics))
+        assert timer.record.server_cache_miss_reason == expected
+    assert timer.record.extra.get("server_cache_missed_input_tokens") is None

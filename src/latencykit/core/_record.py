@@ -71,6 +71,10 @@ class CallRecord:
     cache_expected_tokens: Optional[int] = None
     cache_verdict: Optional[str] = None
     cache_miss_reason: Optional[str] = None
+    server_cache_miss_reason: Optional[str] = None
+    """Anthropic's cache-diagnostics verdict (beta), beside latencykit's own: ``system_changed``,
+    ``tools_changed``, ``messages_changed``, ``model_changed``, ``previous_message_not_found``,
+    ``unavailable``, or ``pending`` (diagnosis not finished when the response was sent)."""
 
     attempts: int = 1
     """HTTP attempts latencykit made (retries + 1)."""

@@ -106,6 +106,7 @@ class AnthropicTap(Tap):
             rec.response_model = msg.model
             rec.response_id = msg.id
             apply_anthropic_usage(rec, msg.usage)
+            _read_diagnostics(rec, getattr(msg, "diagnostics", None))
         elif kind == "message_delta":
             rec = timer.record
             # Usage on message_delta is cumulative: the last one wins.
@@ -143,10 +144,22 @@ class MessageAccumulator:
         return partial
 
 
+def _read_diagnostics(rec: CallRecord, diagnostics: Any) -> None:
+    """Record the server's cache-diagnostics verdict when the request asked for one."""
+    if diagnostics is None:
+        return
+    reason = getattr(diagnostics, "cache_miss_reason", None)
+    rec.server_cache_miss_reason = "pending" if reason is None else str(getattr(reason, "type", "unknown"))
+    missed = getattr(reason, "cache_missed_input_tokens", None)
+    if isinstance(missed, int):
+        rec.extra["server_cache_missed_input_tokens"] = missed
+
+
 def _on_message(rec: CallRecord, message: Any) -> None:
     rec.response_model = getattr(message, "model", None)
     rec.response_id = getattr(message, "id", None)
     apply_anthropic_usage(rec, getattr(message, "usage", None))
+    _read_diagnostics(rec, getattr(message, "diagnostics", None))
     reason = getattr(message, "stop_reason", None)
     if reason:
         rec.finish_reasons = (reason,)
