@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 import latencykit as lk
 from anthropic.types import message_create_params
 
-from _cache_shapes import MODEL, agent_system, agent_tools, filler
+from _cache_shapes import MODEL, agent_system, agent_tools
 
 CC: dict[str, Any] = {"type": "ephemeral"}
 SECRET = b"test-secret"

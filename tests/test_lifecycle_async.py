@@ -12,7 +12,6 @@ import latencykit as lk
 from latencykit.emulator import Emulator
 
 from _forms import ASYNC_FORMS
-from conftest import wait_for
 
 FORMS = sorted(ASYNC_FORMS)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy as _copy
 import functools
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
 from ..telemetry._recorder import Recorder
 from ..core._retry import RetryPolicy
@@ -25,7 +25,28 @@ from ..telemetry._otel import Telemetry, default_telemetry
 from ._caching import resolve_cache
 from ._calls import Settings
 
-__all__ = ["client_class", "clone_as", "is_latency_client", "make_settings"]
+__all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "LatencyClientOptions"]
+
+
+if TYPE_CHECKING:
+    from ._caching import CacheOption
+
+    class LatencyClientOptions:
+        """What type checkers see of a latencykit client beyond its SDK class (runtime: `client_class`)."""
+
+        def __init__(
+            self,
+            *args: Any,
+            recorder: Optional[Recorder] = None,
+            telemetry: Union[Telemetry, Literal[False], None] = None,
+            cache: CacheOption = "auto",
+            retry: Union[RetryPolicy, bool, None] = None,
+            **kwargs: Any,
+        ) -> None: ...
+        @property
+        def latency(self) -> Recorder: ...
+else:
+    LatencyClientOptions = object
 
 
 def _check_recorder(recorder: Any) -> Recorder:

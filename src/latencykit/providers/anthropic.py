@@ -8,7 +8,7 @@ returns the SDK's ``Stream`` observed in place; ``messages.stream()`` returns th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 import anthropic
 from anthropic.lib.streaming._messages import accumulate_event
@@ -17,11 +17,8 @@ from anthropic.types import Message
 
 from .._errors import IncompleteStreamError, PartialOutput
 from ..core._record import CallRecord
-from ..core._retry import RetryPolicy
 from ..core._timing import CallTimer
 from ..core._usage import apply_anthropic_usage
-from ..telemetry._otel import Telemetry
-from ..telemetry._recorder import Recorder
 from ._calls import (
     ONCE as _ONCE,
     Finish,
@@ -35,7 +32,7 @@ from ._calls import (
     sdk_client,
 )
 from ._engine import acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
-from ._client import client_class
+from ._client import LatencyClientOptions, client_class
 from ._managers import wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
 from ._tap import Tap
@@ -304,37 +301,12 @@ RESOURCES = {"messages": _Messages}
 ASYNC_RESOURCES = {"messages": _AsyncMessages}
 
 if TYPE_CHECKING:
-    from ._caching import CacheOption
 
-    class Anthropic(anthropic.Anthropic):
+    class Anthropic(LatencyClientOptions, anthropic.Anthropic):
         """``anthropic.Anthropic`` that always streams and records every call in ``client.latency``."""
 
-        def __init__(
-            self,
-            *args: Any,
-            recorder: Optional[Recorder] = None,
-            telemetry: Union[Telemetry, Literal[False], None] = None,
-            cache: CacheOption = "auto",
-            retry: Union[RetryPolicy, bool, None] = None,
-            **kwargs: Any,
-        ) -> None: ...
-        @property
-        def latency(self) -> Recorder: ...
-
-    class AsyncAnthropic(anthropic.AsyncAnthropic):
+    class AsyncAnthropic(LatencyClientOptions, anthropic.AsyncAnthropic):
         """``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``."""
-
-        def __init__(
-            self,
-            *args: Any,
-            recorder: Optional[Recorder] = None,
-            telemetry: Union[Telemetry, Literal[False], None] = None,
-            cache: CacheOption = "auto",
-            retry: Union[RetryPolicy, bool, None] = None,
-            **kwargs: Any,
-        ) -> None: ...
-        @property
-        def latency(self) -> Recorder: ...
 
 else:
     Anthropic = client_class(

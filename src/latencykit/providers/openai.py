@@ -11,7 +11,7 @@ through the SDK's own helpers, which call the observed ``create``.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -21,11 +21,8 @@ from openai.types.chat import ChatCompletion
 
 from .._errors import IncompleteStreamError, PartialOutput
 from ..core._record import CallRecord
-from ..core._retry import RetryPolicy
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
-from ..telemetry._otel import Telemetry
-from ..telemetry._recorder import Recorder
 from ._calls import (
     ONCE,
     Finish,
@@ -40,7 +37,7 @@ from ._calls import (
     sdk_client,
 )
 from ._engine import Accumulator, acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
-from ._client import client_class
+from ._client import LatencyClientOptions, client_class
 from ._managers import finalize_on_close, wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
 from ._tap import Tap
@@ -561,37 +558,12 @@ RESOURCES = {"chat": _Chat, "responses": _Responses}
 ASYNC_RESOURCES = {"chat": _AsyncChat, "responses": _AsyncResponses}
 
 if TYPE_CHECKING:
-    from ._caching import CacheOption
 
-    class OpenAI(openai.OpenAI):
+    class OpenAI(LatencyClientOptions, openai.OpenAI):
         """``openai.OpenAI`` that always streams and records every call in ``client.latency``."""
 
-        def __init__(
-            self,
-            *args: Any,
-            recorder: Optional[Recorder] = None,
-            telemetry: Union[Telemetry, Literal[False], None] = None,
-            cache: CacheOption = "auto",
-            retry: Union[RetryPolicy, bool, None] = None,
-            **kwargs: Any,
-        ) -> None: ...
-        @property
-        def latency(self) -> Recorder: ...
-
-    class AsyncOpenAI(openai.AsyncOpenAI):
+    class AsyncOpenAI(LatencyClientOptions, openai.AsyncOpenAI):
         """``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``."""
-
-        def __init__(
-            self,
-            *args: Any,
-            recorder: Optional[Recorder] = None,
-            telemetry: Union[Telemetry, Literal[False], None] = None,
-            cache: CacheOption = "auto",
-            retry: Union[RetryPolicy, bool, None] = None,
-            **kwargs: Any,
-        ) -> None: ...
-        @property
-        def latency(self) -> Recorder: ...
 
 else:
     OpenAI = client_class(

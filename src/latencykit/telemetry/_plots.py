@@ -6,7 +6,7 @@ Every function takes a `Recorder` (or a `Summary` where noted), draws on ``ax`` 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import numpy as np
 
