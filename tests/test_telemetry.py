@@ -241,3 +241,15 @@ async def test_async_client_spans(emu: Emulator, otel: OTel) -> None:
     assert len(sdk) == 1 and sdk[0].parent is not None and sdk[0].parent.span_id == ours.context.span_id
     assert (ours.attributes or {})["latencykit.outcome"] == "completed"
     assert isinstance(client, anthropic.AsyncAnthropic)
+
+
+def test_retries_in_span_and_metrics(emu: Emulator, otel: OTel) -> None:
+    """A retried call's span carries its attempts and reasons, and the retries counter counts them by reason."""
+    policy = lk.RetryPolicy(initial_backoff=0.01, max_backoff=0.02)
+    with lk.Anthropic(base_url=emu.base_url, api_key="k", telemetry=otel.telemetry, retry=policy) as client:
+        client.messages.create(**ANT_REQ, extra_headers=headers(status=529, fault_times=1, fault_id="otel-retry-1"))
+    (span,) = _ours(otel.finished())
+    attrs = span.attributes or {}
+    assert attrs["latencykit.attempts"] == 2 and list(attrs["latencykit.retry.reasons"]) == ["overloaded"]
+    (point,) = otel.metrics()["latencykit.client.retries"]
+    assert point.value == 1 and point.attributes["latencykit.retry.reason"] == "overloaded"

@@ -169,6 +169,14 @@ class AnthropicAPI:
         for name, kind in (("model", str), ("max_tokens", int), ("messages", list)):
             if not isinstance(body.get(name), kind):
                 raise BadRequest(f"{name}: Field required (got {body.get(name)!r})")
+        # The real API rejects these shapes with a 400; the prompt-cache model assumes them.
+        system = body.get("system")
+        if system is not None and not isinstance(system, (str, list)):
+            raise BadRequest(f"system: Input should be a valid string or list (got {system!r})")
+        for i, message in enumerate(body["messages"]):
+            content = message.get("content") if isinstance(message, Mapping) else None
+            if not isinstance(content, (str, list)):
+                raise BadRequest(f"messages.{i}.content: Input should be a valid string or list (got {content!r})")
         thinking = body.get("thinking")
         plan = plan_request(
             self.name, body, overrides, state, cap=body["max_tokens"], tool=_forced_tool(body, overrides),

@@ -128,7 +128,7 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
         except StopIteration:
             if timer.saw_terminal:
                 return held
-            raise PreContentDrop("the stream ended before any content") from None
+            raise _early_end(tap, raw) from None
         tap.events.append(event)
         try:
             keep = tap(event)
@@ -149,7 +149,7 @@ async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
         except StopAsyncIteration:
             if timer.saw_terminal:
                 return held
-            raise PreContentDrop("the stream ended before any content") from None
+            raise _early_end(tap, raw) from None
         tap.events.append(event)
         try:
             keep = tap(event)
@@ -159,6 +159,44 @@ async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
             held.append(event)
         if timer.saw_token or timer.saw_terminal:
             return held
+
+
+def _request_of(raw: Any) -> Any:
+    return getattr(getattr(raw, "response", None), "request", None)
+
+
+def _early_end(tap: Tap, raw: Any) -> BaseException:
+    """A stream that ended before any content without its terminal event: the error the
+    server reported in an event (Responses ``error`` / ``response.failed``), else a drop."""
+    reported = tap.stream_error(_request_of(raw))
+    return reported if reported is not None else PreContentDrop("the stream ended before any content")
+
+
+def _raise_reported(tap: Tap, raw: Any) -> None:
+    """After a stream consumed without its terminal event: raise the error the server reported, if any."""
+    if not tap.timer.saw_terminal:
+        reported = tap.stream_error(_request_of(raw))
+        if reported is not None:
+            raise reported
+
+
+def _ttft_deadline(policy: RetryPolicy, tap: Tap) -> Optional[float]:
+    """This attempt's TTFT deadline: the hedge fires once, so the attempt after it may take its time."""
+    return policy.ttft_deadline if tap.timer.record.ttft_deadline_hits == 0 else None
+
+
+def _sdk_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
+    """The error for a failure before content: SDK errors as they are; one the SDK has no
+    class for (a bare transport error, a clean early end, the TTFT deadline) becomes the
+    SDK's ``APIConnectionError``, with the original as ``__cause__``."""
+    from .._errors import _is_sdk_error
+
+    if not isinstance(exc, Exception) or _is_sdk_error(exc):
+        return exc
+    if classify(exc) not in ("connection", "timeout", "dropped", "ttft_deadline"):
+        return exc
+    err: BaseException = tap.connection_error(message=f"{type(exc).__name__}: {exc}", request=_request_of(raw))
+    return err
 
 
 def _close_quietly(raw: Any) -> None:
@@ -192,7 +230,7 @@ def open_stream_retrying(
                 with sending(timer):
                     obj = send()
                 raw = raw_of(obj)
-                watchdog = _Watchdog(tap, policy.ttft_deadline, getattr(raw, "response", None))
+                watchdog = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
                 try:
                     held = _hold_back(raw, tap)
                 except Exception as exc:
@@ -205,7 +243,10 @@ def open_stream_retrying(
                     watchdog.cancel()
     except BaseException as exc:
         timer.fail(exc)
-        raise
+        err = _sdk_error(tap, exc, raw if "raw" in locals() else None)
+        if err is exc:
+            raise
+        raise err from exc
     observe_stream(raw, tap, held)
     return obj
 
@@ -224,11 +265,12 @@ async def aopen_stream_retrying(
                 with sending(timer):
                     obj = await send()
                 raw = raw_of(obj)
+                deadline = _ttft_deadline(policy, tap)
                 try:
-                    if policy.ttft_deadline is None:
+                    if deadline is None:
                         held = await _ahold_back(raw, tap)
                     else:
-                        remaining = max(policy.ttft_deadline - timer.attempt_elapsed(), 0.0)
+                        remaining = max(deadline - timer.attempt_elapsed(), 0.0)
                         try:
                             held = await asyncio.wait_for(_ahold_back(raw, tap), remaining)
                         except asyncio.TimeoutError as exc:
@@ -239,7 +281,10 @@ async def aopen_stream_retrying(
                     raise
     except BaseException as exc:
         timer.fail(exc)
-        raise
+        err = _sdk_error(tap, exc, raw if "raw" in locals() else None)
+        if err is exc:
+            raise
+        raise err from exc
     observe_stream(raw, tap, held)
     return obj
 
@@ -260,7 +305,7 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 with sending(timer):
                     raw = send()
                 acc = new_acc()
-                watchdog: Optional[_Watchdog] = _Watchdog(tap, policy.ttft_deadline, getattr(raw, "response", None))
+                watchdog: Optional[_Watchdog] = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
                 try:
                     with raw:
                         for event in raw:
@@ -281,6 +326,7 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 finally:
                     if watchdog is not None:
                         watchdog.cancel()
+                _raise_reported(tap, raw)
                 result = acc.result(timer.saw_terminal)
     except BaseException as exc:
         timer.fail(exc)
@@ -309,10 +355,12 @@ async def acomplete_retrying(
                     raw = await send()
                 acc = new_acc()
                 consume = _aconsume(raw, tap, acc)
-                if policy.ttft_deadline is None:
+                deadline = _ttft_deadline(policy, tap)
+                if deadline is None:
                     await consume
                 else:
-                    await _with_ttft_deadline(consume, tap, policy.ttft_deadline)
+                    await _with_ttft_deadline(consume, tap, deadline)
+                _raise_reported(tap, raw)
                 result = acc.result(timer.saw_terminal)
     except BaseException as exc:
         timer.fail(exc)
@@ -360,7 +408,7 @@ def _final_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
         if reported is not None:
             exc = reported
     if not isinstance(exc, Exception) or not tap.timer.saw_token:
-        return exc
+        return _sdk_error(tap, exc, raw)
     if isinstance(exc, IncompleteStreamError):
         return interrupted_error(None, tap.partial(), tap.connection_error, request)
     return interrupted_error(exc, tap.partial(), tap.connection_error, request)

@@ -11,7 +11,7 @@ their ``close()`` is also made to finalize the record.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Optional
 
 from ._streams import TAP_ATTR
 
@@ -30,7 +30,19 @@ def _manager_class(cls: type, is_async: bool) -> type:
     if is_async:
 
         async def __aenter__(self: Any) -> Any:
-            return await self._lk_hook(self._lk_inner.__aenter__)
+            remake = self._lk_remake
+            entered = False
+
+            async def enter() -> Any:
+                # An async SDK manager awaits one coroutine made when .stream() was called:
+                # every retried attempt needs a fresh manager (and so a fresh request).
+                nonlocal entered
+                if entered and remake is not None:
+                    self._lk_inner = remake()
+                entered = True
+                return await self._lk_inner.__aenter__()
+
+            return await self._lk_hook(enter)
 
         async def __aexit__(
             self: Any, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -62,11 +74,16 @@ def wrap_manager(inner: Any, hook: EnterHook) -> Any:
     return new
 
 
-def wrap_async_manager(inner: Any, hook: AsyncEnterHook) -> Any:
-    """An instance of ``type(inner)`` whose ``__aenter__`` is ``await hook(inner.__aenter__)``."""
+def wrap_async_manager(inner: Any, hook: AsyncEnterHook, remake: Optional[Callable[[], Any]] = None) -> Any:
+    """An instance of ``type(inner)`` whose ``__aenter__`` is ``await hook(inner.__aenter__)``.
+
+    ``remake`` builds a fresh inner manager for each retried attempt (``hook`` may call
+    its ``enter`` more than once); without it, ``enter`` re-enters the same manager.
+    """
     new: Any = object.__new__(_manager_class(type(inner), is_async=True))
     new._lk_inner = inner
     new._lk_hook = hook
+    new._lk_remake = remake
     return new
 
 

@@ -259,6 +259,15 @@ class _Messages(Messages):
             return stream.get_final_message()
 
 
+def _remake(client: Any, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """A fresh SDK stream manager per attempt: an async one awaits a coroutine made once."""
+
+    def remake() -> Any:
+        return AsyncMessages.stream(sdk_client(client).messages, **kwargs)
+
+    return remake
+
+
 class _AsyncMessages(AsyncMessages):
     """Async ``client.messages`` that always streams and times every call."""
 
@@ -285,15 +294,15 @@ class _AsyncMessages(AsyncMessages):
 
     def stream(self, **kwargs: Any) -> Any:
         kwargs, finish = prepare(self._client, _API, kwargs)
-        inner = AsyncMessages.stream(sdk_client(self._client).messages, **kwargs)
-        return wrap_async_manager(inner, _async_stream_hook(self._client, kwargs, "stream", finish))
+        remake = _remake(self._client, kwargs)
+        return wrap_async_manager(remake(), _async_stream_hook(self._client, kwargs, "stream", finish), remake)
 
     async def parse(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().parse(**kwargs)
         kwargs, finish = prepare(self._client, _API, kwargs)
-        inner = AsyncMessages.stream(sdk_client(self._client).messages, **kwargs)
-        async with wrap_async_manager(inner, _async_stream_hook(self._client, kwargs, "parse", finish)) as stream:
+        remake = _remake(self._client, kwargs)
+        async with wrap_async_manager(remake(), _async_stream_hook(self._client, kwargs, "parse", finish), remake) as stream:
             return await stream.get_final_message()
 
 

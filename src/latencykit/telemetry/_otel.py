@@ -162,7 +162,17 @@ class Telemetry:
 
 
 def _span_attributes(rec: CallRecord, n: sc.SemConv) -> dict[str, Any]:
-    attrs: dict[str, Any] = {sc.LK_OUTCOME: rec.outcome, sc.LK_STREAMED: rec.streamed, sc.LK_API: rec.api, sc.LK_CHUNKS: rec.chunks}
+    attrs: dict[str, Any] = {
+        sc.LK_OUTCOME: rec.outcome,
+        sc.LK_STREAMED: rec.streamed,
+        sc.LK_API: rec.api,
+        sc.LK_CHUNKS: rec.chunks,
+        sc.LK_ATTEMPTS: rec.attempts,
+    }
+    if rec.retry_reasons:
+        attrs[sc.LK_RETRY_REASONS] = list(rec.retry_reasons)
+    if rec.ttft_deadline_hits:
+        attrs[sc.LK_TTFT_DEADLINE_HITS] = rec.ttft_deadline_hits
     optional = {
         n.response_model: rec.response_model,
         n.response_id: rec.response_id,
@@ -208,6 +218,7 @@ class _Instruments:
         self.cache_read = meter.create_counter(names.cache_read_counter, unit="{token}", description="Input tokens read from the provider's prompt cache.")
         self.cache_write = meter.create_counter(names.cache_write_counter, unit="{token}", description="Input tokens written to the provider's prompt cache.")
         self.misses = meter.create_counter(sc.LK_MISS_METRIC, unit="{call}", description="Calls whose prompt cache missed unexpectedly, by reason.")
+        self.retries = meter.create_counter(sc.LK_RETRY_METRIC, unit="{retry}", description="Retried attempts, by reason (rate_limited, overloaded, error_event, dropped, ttft_deadline, ...).")
 
     def record(self, rec: CallRecord, gaps: Sequence[float]) -> None:
         n = self.names
@@ -241,6 +252,8 @@ class _Instruments:
             self.cache_write.add(rec.cache_write_tokens, attrs)
         if rec.cache_verdict == "unexpected_miss":
             self.misses.add(1, {**attrs, sc.LK_CACHE_MISS_REASON: rec.cache_miss_reason or "unknown"})
+        for reason in rec.retry_reasons:
+            self.retries.add(1, {**attrs, sc.LK_RETRY_REASON: reason})
 
 
 @contextmanager
