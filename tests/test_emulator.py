@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import gc
+import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -277,24 +279,33 @@ def test_drop_after_chunks(ant: anthropic.Anthropic, oai: openai.OpenAI) -> None
 
 
 def test_timing_headers_are_honoured() -> None:
-    """ttft 300 ms and tpot 20 ms headers are observed by a client within a few ms."""
+    """ttft 300 ms and tpot 20 ms headers are observed by a client within a few ms (median of 3, GC held off)."""
+    ttfts: list[float] = []
+    mean_gaps: list[float] = []
     with Emulator(TimingModel(time_scale=0.0)) as emu, anthropic.Anthropic(
         base_url=emu.base_url, api_key="x", max_retries=0
     ) as client:
         headers = {"x-emulator-ttft-ms": "300", "x-emulator-tpot-ms": "20", "x-emulator-output-tokens": "10"}
-        start = time.perf_counter()
-        stamps: list[float] = []
-        with client.messages.create(
-            model="m", max_tokens=100, messages=MESSAGES, stream=True, extra_headers=headers
-        ) as stream:
-            for event in stream:
-                if event.type == "content_block_delta":
-                    stamps.append(time.perf_counter())
-    assert len(stamps) == 10
-    ttft = stamps[0] - start
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    assert abs(ttft - 0.300) < 0.015, ttft
-    assert abs(sum(gaps) / len(gaps) - 0.020) < 0.002, gaps
+        for _ in range(3):
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                stamps: list[float] = []
+                with client.messages.create(
+                    model="m", max_tokens=100, messages=MESSAGES, stream=True, extra_headers=headers
+                ) as stream:
+                    for event in stream:
+                        if event.type == "content_block_delta":
+                            stamps.append(time.perf_counter())
+            finally:
+                gc.enable()
+            assert len(stamps) == 10
+            ttfts.append(stamps[0] - start)
+            gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+            mean_gaps.append(sum(gaps) / len(gaps))
+    assert abs(statistics.median(ttfts) - 0.300) < 0.015, ttfts
+    assert abs(statistics.median(mean_gaps) - 0.020) < 0.002, mean_gaps
 
 
 def test_time_scale_zero_is_fast(oai: openai.OpenAI) -> None:
