@@ -172,9 +172,10 @@ class CallTimer:
             return
         self._done = True
         end = self._terminal_at if self._terminal_at is not None else self._clock()
+        sink, self._sink = self._sink, _no_sink  # the sink often refers back to this timer: break the cycle
         try:
             self._fill(outcome, error_type, end)
-            self._sink(self.record)
+            sink(self.record)
         except Exception:  # measurement never breaks the call
             logger.exception("latencykit: failed to finalize a call record")
         finally:
@@ -205,6 +206,10 @@ class CallTimer:
             rec.chunk_gap_p50 = _quantile_sorted(gaps, 0.50)
             rec.chunk_gap_p95 = _quantile_sorted(gaps, 0.95)
             rec.chunk_gap_max = gaps[-1]
+
+
+def _no_sink(rec: CallRecord) -> None:
+    pass
 
 
 def _quantile_sorted(xs: list[float], q: float) -> float:

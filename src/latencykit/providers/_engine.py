@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from typing import Any, Awaitable, Callable, Optional, Protocol, TypeVar
+import time
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Protocol, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
 
@@ -47,42 +48,112 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def _controller(policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool], is_async: bool) -> Any:
-    timer = tap.timer
-    hedged = [False]
+class _FirstAttempt:
+    """The first attempt, without tenacity: most calls succeed, and then no retry machinery
+    (whose objects form reference cycles the garbage collector would have to chase) is built."""
 
-    def retry_predicate(exc: BaseException) -> bool:
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: "_Attempts") -> None:
+        self.owner = owner
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        if exc is None:
+            return False
+        if isinstance(exc, Exception) and self.owner.attempts > 1 and self.owner.should_retry(exc):
+            self.owner.first_error = exc
+            return True  # swallowed here; tenacity takes over for the next attempts
+        return False
+
+
+class _Attempts:
+    """``for attempt in _Attempts(...): with attempt: ...`` — the first try inline, retries by tenacity."""
+
+    def __init__(self, policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool]) -> None:
+        self.policy = policy
+        self.attempts = attempts
+        self.timer = tap.timer
+        self.may_retry = may_retry
+        self.first_error: Optional[BaseException] = None
+        self._hedged = False
+        self._started = time.monotonic()
+
+    def should_retry(self, exc: BaseException) -> bool:
+        """Whether ``exc`` may be retried now (the TTFT deadline hedges once, then never again)."""
         reason = classify(exc)
-        if reason is None or not may_retry(exc):
+        if reason is None or not self.may_retry(exc):
             return False
         if reason == "ttft_deadline":
-            if hedged[0]:
-                return False  # the deadline hedges the tail once, it does not loop
-            hedged[0] = True
+            if self._hedged:
+                return False
+            self._hedged = True
         return True
 
-    def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        return backoff(policy, state.attempt_number, exc) if exc is not None else 0.0
+    def _note(self, exc: BaseException) -> None:
+        self.timer.record.retry_reasons = (*self.timer.record.retry_reasons, classify(exc) or "unknown")
 
-    def before_sleep(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        if exc is not None:
-            timer.record.retry_reasons = (*timer.record.retry_reasons, classify(exc) or "unknown")
+    def _retrying(self, is_async: bool) -> Any:
+        policy = self.policy
 
-    stop: Any = stop_after_attempt(attempts)
-    if policy.deadline is not None:
-        stop = stop | stop_before_delay(policy.deadline)
-    kwargs: dict[str, Any] = {
-        "stop": stop,
-        "wait": wait,
-        "retry": retry_if_exception(retry_predicate),
-        "before_sleep": before_sleep,
-        "reraise": True,
-    }
-    if is_async:
-        return AsyncRetrying(**kwargs)
-    return Retrying(sleep=policy.sleep, **kwargs)
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            # tenacity counts from the second attempt; backoff from the first retry
+            return backoff(policy, state.attempt_number + 1, exc) if exc is not None else 0.0
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            if exc is not None:
+                self._note(exc)
+
+        stop: Any = stop_after_attempt(self.attempts - 1)
+        if policy.deadline is not None:
+            stop = stop | stop_before_delay(max(policy.deadline - (time.monotonic() - self._started), 0.0))
+        kwargs: dict[str, Any] = {
+            "stop": stop,
+            "wait": wait,
+            "retry": retry_if_exception(self.should_retry),
+            "before_sleep": before_sleep,
+            "reraise": True,
+        }
+        return AsyncRetrying(**kwargs) if is_async else Retrying(sleep=policy.sleep, **kwargs)
+
+    def _first_wait(self) -> Optional[float]:
+        """Seconds to wait before the first retry, or ``None`` when the deadline leaves no room."""
+        assert self.first_error is not None
+        self._note(self.first_error)
+        wait = backoff(self.policy, 1, self.first_error)
+        deadline = self.policy.deadline
+        if deadline is not None and time.monotonic() - self._started + wait > deadline:
+            return None
+        return wait
+
+    def __iter__(self) -> Iterator[Any]:
+        yield _FirstAttempt(self)
+        if self.first_error is None:
+            return
+        wait = self._first_wait()
+        if wait is None:
+            raise self.first_error
+        self.policy.sleep(wait)
+        yield from self._retrying(is_async=False)
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        yield _FirstAttempt(self)
+        if self.first_error is None:
+            return
+        wait = self._first_wait()
+        if wait is None:
+            raise self.first_error
+        await asyncio.sleep(wait)
+        async for attempt in self._retrying(is_async=True):
+            yield attempt
+
+
+def _controller(policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool], is_async: bool) -> Any:
+    return _Attempts(policy, attempts, tap, may_retry)
 
 
 class _Watchdog:
