@@ -15,8 +15,9 @@ class PartialOutput:
     ``text`` is the generated text so far (all text blocks / choices concatenated),
     ``tool_inputs`` the raw JSON argument text of each tool call so far (by call id or
     index), ``usage`` the last usage the server reported (an SDK object, or ``None``),
-    ``message`` the SDK's own accumulated snapshot where one exists, ``events`` how many
-    stream events had arrived.
+    ``message`` the SDK's accumulated snapshot where latencykit kept one (non-streaming
+    calls; a Responses stream's final response), ``events`` how many content-bearing
+    events had arrived.
     """
 
     text: str = ""

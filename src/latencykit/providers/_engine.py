@@ -200,7 +200,6 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
             if timer.saw_terminal:
                 return held
             raise _early_end(tap, raw) from None
-        tap.events.append(event)
         try:
             keep = tap(event)
         except Exception:
@@ -221,7 +220,6 @@ async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
             if timer.saw_terminal:
                 return held
             raise _early_end(tap, raw) from None
-        tap.events.append(event)
         try:
             keep = tap(event)
         except Exception:
@@ -380,7 +378,6 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 try:
                     with raw:
                         for event in raw:
-                            tap.events.append(event)
                             try:
                                 tap(event)
                             except Exception:
@@ -401,7 +398,7 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 result = acc.result(timer.saw_terminal)
     except BaseException as exc:
         timer.fail(exc)
-        err = _final_error(tap, exc, raw if "raw" in locals() else None)
+        err = _final_error(tap, exc, raw if "raw" in locals() else None, acc if "acc" in locals() else None)
         if err is exc:
             raise
         raise err from exc
@@ -435,7 +432,7 @@ async def acomplete_retrying(
                 result = acc.result(timer.saw_terminal)
     except BaseException as exc:
         timer.fail(exc)
-        err = _final_error(tap, exc, raw)
+        err = _final_error(tap, exc, raw, acc if "acc" in locals() else None)
         if err is exc:
             raise
         raise err from exc
@@ -446,7 +443,6 @@ async def acomplete_retrying(
 async def _aconsume(raw: Any, tap: Tap, acc: Accumulator) -> None:
     async with raw:
         async for event in raw:
-            tap.events.append(event)
             try:
                 tap(event)
             except Exception:
@@ -469,7 +465,7 @@ async def _with_ttft_deadline(consume: Awaitable[None], tap: Tap, deadline: floa
     await task
 
 
-def _final_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
+def _final_error(tap: Tap, exc: BaseException, raw: Any, acc: Optional[Accumulator] = None) -> BaseException:
     """After the last attempt: the SDK error as is, or — after content — with the partial output."""
     from .._errors import IncompleteStreamError, interrupted_error
 
@@ -480,6 +476,11 @@ def _final_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
             exc = reported
     if not isinstance(exc, Exception) or not tap.timer.saw_token:
         return _sdk_error(tap, exc, raw)
-    if isinstance(exc, IncompleteStreamError):
-        return interrupted_error(None, tap.partial(), tap.connection_error, request)
-    return interrupted_error(exc, tap.partial(), tap.connection_error, request)
+    partial = tap.partial()
+    snapshot = getattr(acc, "snapshot", None)
+    if snapshot is not None:
+        try:
+            partial.message = snapshot()
+        except Exception:  # a cut-short stream need not fold into a complete object
+            partial.message = None
+    return interrupted_error(None if isinstance(exc, IncompleteStreamError) else exc, partial, tap.connection_error, request)

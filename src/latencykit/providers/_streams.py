@@ -77,12 +77,10 @@ def _sync_subclass(cls: type) -> type:
     def __iter__(self: Any) -> Iterator[Any]:
         tap: Tap = self.__dict__[_TAP]
         replay = self.__dict__.pop(_REPLAY, None)
-        events = tap.events
         try:
             if replay:
                 yield from replay  # held back until the first token; already timed
             for item in base_iter(self):
-                events.append(item)
                 try:  # inlined, not a helper call: this runs once per event
                     keep = tap(item)
                 except Exception:
@@ -122,7 +120,6 @@ def _sync_subclass(cls: type) -> type:
                 if broken is exc:
                     raise
                 raise broken from exc
-            tap.events.append(item)
             if _tapped(tap, item):
                 return item
 
@@ -142,13 +139,11 @@ def _async_subclass(cls: type) -> type:
     async def __aiter__(self: Any) -> AsyncIterator[Any]:
         tap: Tap = self.__dict__[_TAP]
         replay = self.__dict__.pop(_REPLAY, None)
-        events = tap.events
         try:
             if replay:
                 for item in replay:
                     yield item
             async for item in base_aiter(self):
-                events.append(item)
                 try:
                     keep = tap(item)
                 except Exception:
@@ -188,7 +183,6 @@ def _async_subclass(cls: type) -> type:
                 if broken is exc:
                     raise
                 raise broken from exc
-            tap.events.append(item)
             if _tapped(tap, item):
                 return item
 

@@ -20,15 +20,20 @@ class Tap:
     stream holds the tap, and a back-reference would keep the stream alive.
     """
 
-    __slots__ = ("timer", "events")
+    __slots__ = ("timer", "texts", "tools", "usage")
 
     connection_error: ClassVar[type] = ConnectionError
     """The SDK's ``APIConnectionError``, raised for broken or truncated streams."""
 
     def __init__(self, timer: CallTimer) -> None:
         self.timer = timer
-        self.events: list[Any] = []
-        """Every event of the current attempt, kept to rebuild a `PartialOutput` if it breaks."""
+        # What a broken stream's PartialOutput needs, kept as it arrives: the text pieces and
+        # tool-argument pieces (plain strings, which the garbage collector does not track)
+        # and the last usage — not the events themselves, which would hold hundreds of
+        # parsed objects per call alive.
+        self.texts: list[str] = []
+        self.tools: dict[str, list[str]] = {}
+        self.usage: Any = None
 
     def __call__(self, event: Any) -> bool:
         """Observe ``event``; return whether it should reach the caller."""
@@ -36,12 +41,19 @@ class Tap:
         return True
 
     def new_attempt(self) -> None:
-        """Forget the events of an abandoned attempt."""
-        self.events = []
+        """Forget what an abandoned attempt delivered."""
+        self.texts = []
+        self.tools = {}
+        self.usage = None
 
     def partial(self) -> PartialOutput:
-        """What had arrived so far (provider taps fill in text, tool inputs and usage)."""
-        return PartialOutput(events=len(self.events))
+        """What had arrived so far: text, each tool call's argument JSON, the last usage."""
+        return PartialOutput(
+            text="".join(self.texts),
+            tool_inputs={key: "".join(pieces) for key, pieces in self.tools.items()},
+            usage=self.usage,
+            events=len(self.texts) + sum(len(p) for p in self.tools.values()),
+        )
 
     def stream_error(self, request: Any) -> Optional[BaseException]:
         """The SDK error for a failure the server reported as an event the SDK does not raise."""

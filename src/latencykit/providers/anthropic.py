@@ -54,59 +54,52 @@ _TOKEN_FIELD = {
 class AnthropicTap(Tap):
     """Marks token-bearing deltas, reads usage from message_start / message_delta, and the stop."""
 
-    __slots__ = ()
+    __slots__ = ("_tool_ids",)
     connection_error = anthropic.APIConnectionError
 
-    def partial(self) -> PartialOutput:
-        """Text and tool input so far, the last usage, and the SDK's message snapshot."""
-        out = PartialOutput(events=len(self.events))
-        tool_keys: dict[int, str] = {}
-        acc = MessageAccumulator()
-        for event in self.events:
-            kind = event.type
-            if kind == "content_block_start" and event.content_block.type in ("tool_use", "server_tool_use"):
-                tool_keys[event.index] = event.content_block.id
-                out.tool_inputs[event.content_block.id] = ""
-            elif kind == "content_block_delta":
-                delta = event.delta
-                if delta.type == "text_delta":
-                    out.text += delta.text
-                elif delta.type == "input_json_delta":
-                    key = tool_keys.get(event.index, str(event.index))
-                    out.tool_inputs[key] = out.tool_inputs.get(key, "") + delta.partial_json
-            if kind == "message_start":
-                out.usage = event.message.usage
-            elif kind == "message_delta":
-                out.usage = event.usage
-            try:
-                acc.feed(event)
-            except Exception:  # a cut-short event sequence need not fold cleanly
-                pass
-        out.message = acc.snapshot()
-        return out
+    def __init__(self, timer: CallTimer) -> None:
+        super().__init__(timer)
+        self._tool_ids: dict[int, str] = {}
 
     def __call__(self, event: Any) -> bool:
         timer = self.timer
         kind = event.type
         if kind == "content_block_delta":
             delta = event.delta
-            if delta.type == "text_delta":  # the common case, without the table lookup
-                timer.event(bool(delta.text))
+            dtype = delta.type
+            if dtype == "text_delta":  # the common case first
+                text = delta.text
+                if text:
+                    self.texts.append(text)
+                timer.event(bool(text))
+            elif dtype == "input_json_delta":
+                piece = delta.partial_json
+                if piece:
+                    key = self._tool_ids.get(event.index) or str(event.index)
+                    self.tools.setdefault(key, []).append(piece)
+                timer.event(bool(piece))
             else:
-                field = _TOKEN_FIELD.get(delta.type)
+                field = _TOKEN_FIELD.get(dtype)
                 timer.event(field is not None and bool(getattr(delta, field, None)))
             return True
         timer.event(False)
-        if kind == "message_start":
+        if kind == "content_block_start":
+            block = event.content_block
+            if block.type in ("tool_use", "server_tool_use"):
+                self._tool_ids[event.index] = block.id
+                self.tools.setdefault(block.id, [])
+        elif kind == "message_start":
             rec = timer.record
             msg = event.message
             rec.response_model = msg.model
             rec.response_id = msg.id
+            self.usage = msg.usage
             apply_anthropic_usage(rec, msg.usage)
             _read_diagnostics(rec, getattr(msg, "diagnostics", None))
         elif kind == "message_delta":
             rec = timer.record
             # Usage on message_delta is cumulative: the last one wins.
+            self.usage = event.usage
             apply_anthropic_usage(rec, event.usage)
             reason = event.delta.stop_reason
             if reason:
@@ -114,6 +107,11 @@ class AnthropicTap(Tap):
         elif kind == "message_stop":
             timer.terminal()
         return True
+
+    def new_attempt(self) -> None:
+        """Forget what an abandoned attempt delivered."""
+        super().new_attempt()
+        self._tool_ids = {}
 
 
 class MessageAccumulator:

@@ -64,34 +64,6 @@ class ChatTap(Tap):
         super().new_attempt()
         self._fresh = True
 
-    def partial(self) -> PartialOutput:
-        """Text and tool arguments so far (every choice), the usage if it came, the SDK's snapshot."""
-        out = PartialOutput(events=len(self.events))
-        state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
-        fed = False
-        for chunk in self.events:
-            if chunk.usage is not None:
-                out.usage = chunk.usage
-            for choice in chunk.choices or ():
-                delta = choice.delta
-                if delta.content:
-                    out.text += delta.content
-                for call in delta.tool_calls or ():
-                    key = f"{choice.index}:{call.index}"
-                    args = call.function.arguments if call.function is not None else None
-                    out.tool_inputs[key] = out.tool_inputs.get(key, "") + (args or "")
-            try:
-                state.handle_chunk(chunk)
-                fed = True
-            except Exception:
-                pass
-        if fed:
-            try:
-                out.message = completion_from_state(state)
-            except Exception:
-                out.message = None
-        return out
-
     def __call__(self, chunk: Any) -> bool:
         timer = self.timer
         rec = timer.record
@@ -101,6 +73,7 @@ class ChatTap(Tap):
             rec.response_id = chunk.id
         usage = chunk.usage
         if usage is not None:
+            self.usage = usage
             apply_openai_chat_usage(rec, usage)
         choices = chunk.choices
         if not choices:
@@ -109,8 +82,19 @@ class ChatTap(Tap):
         token = False
         finished = None
         for choice in choices:
+            delta = choice.delta
+            content = delta.content
+            if content:
+                self.texts.append(content)
+                token = True
+            elif delta.tool_calls:
+                for call in delta.tool_calls:
+                    args = call.function.arguments if call.function is not None else None
+                    if args:
+                        self.tools.setdefault(f"{choice.index}:{call.index}", []).append(args)
+                        token = True
             if not token:
-                token = _delta_has_token(choice.delta)
+                token = _delta_has_token(delta)
             if choice.finish_reason:
                 finished = choice.finish_reason
         timer.event(token)
@@ -158,17 +142,19 @@ class ResponsesTap(Tap):
     them as events, so the stream shell raises the matching ``openai.APIError`` at its end.
     """
 
-    __slots__ = ("error_body",)
+    __slots__ = ("error_body", "final")
     connection_error = openai.APIConnectionError
 
     def __init__(self, timer: CallTimer) -> None:
         super().__init__(timer)
         self.error_body: Optional[dict[str, Any]] = None
+        self.final: Any = None
 
     def new_attempt(self) -> None:
-        """Forget the events (and any failure) of an abandoned attempt."""
+        """Forget what an abandoned attempt delivered (and any failure it reported)."""
         super().new_attempt()
         self.error_body = None
+        self.final = None
 
     def stream_error(self, request: Any) -> Optional[BaseException]:
         """``openai.APIError`` for an ``error`` event / ``response.failed``, if one came."""
@@ -178,24 +164,22 @@ class ResponsesTap(Tap):
         return openai.APIError(message, request, body=self.error_body)
 
     def partial(self) -> PartialOutput:
-        """Output text and function-call arguments so far; the usage and response if a terminal event came."""
-        out = PartialOutput(events=len(self.events))
-        for event in self.events:
-            kind = event.type
-            if kind == "response.output_text.delta":
-                out.text += event.delta
-            elif kind == "response.function_call_arguments.delta":
-                out.tool_inputs[event.item_id] = out.tool_inputs.get(event.item_id, "") + event.delta
-            elif kind in _RESPONSE_TERMINAL:
-                out.message = event.response
-                out.usage = event.response.usage
+        """Output text and function-call arguments so far; the response if a terminal event came."""
+        out = super().partial()
+        out.message = self.final
         return out
 
     def __call__(self, event: Any) -> bool:
         timer = self.timer
         kind = event.type
         if kind in _RESPONSE_TOKEN_EVENTS:
-            timer.event(bool(event.delta))
+            delta = event.delta
+            if delta:
+                if kind == "response.output_text.delta":
+                    self.texts.append(delta)
+                elif kind == "response.function_call_arguments.delta":
+                    self.tools.setdefault(event.item_id, []).append(delta)
+            timer.event(bool(delta))
             return True
         timer.event(False)
         if kind == "response.created":
@@ -204,6 +188,8 @@ class ResponsesTap(Tap):
             rec.response_id = event.response.id
         elif kind in _RESPONSE_TERMINAL:
             response = event.response
+            self.final = response
+            self.usage = response.usage
             _on_response(timer.record, response)
             if kind == "response.failed":
                 err = getattr(response, "error", None)
@@ -333,6 +319,10 @@ class ChatAccumulator:
         self._state.handle_chunk(chunk)
         self._fed = True
 
+    def snapshot(self) -> Optional[ChatCompletion]:
+        """The completion so far, or ``None`` before the first chunk."""
+        return completion_from_state(self._state) if self._fed else None
+
     def result(self, complete: bool) -> ChatCompletion:
         """The reassembled completion; raises if the stream was cut short."""
         partial = completion_from_state(self._state) if self._fed else None
@@ -351,6 +341,10 @@ class ResponseAccumulator:
         """Keep the terminal event's response."""
         if event.type in _RESPONSE_TERMINAL:
             self._final = event.response
+
+    def snapshot(self) -> Any:
+        """The response of the terminal event, if one came."""
+        return self._final
 
     def result(self, complete: bool) -> Any:
         """The final ``Response``; raises if no terminal event arrived."""
