@@ -471,3 +471,23 @@ def test_invalid_retry_option_names_the_value(emu: Emulator, bad: Any) -> None:
     ):
         with pytest.raises(ValueError, match=re.escape(repr(bad))):
             build()
+
+
+@pytest.mark.parametrize("api", ["messages", "chat", "responses"])
+def test_next_on_a_stream_without_terminal_event_raises(truncated_bodies: dict[tuple[str, str], bytes], api: str) -> None:
+    """Driving a truncated stream with next() raises at its end too, as iterating it does."""
+    prov = "anthropic" if api == "messages" else "openai"
+    client = _mock_client(prov, truncated_bodies[(api, "after")], [], policy())
+    try:
+        if api == "messages":
+            stream = client.messages.create(stream=True, **REQUESTS[api])
+        elif api == "chat":
+            stream = client.chat.completions.create(stream=True, **REQUESTS[api])
+        else:
+            stream = client.responses.create(stream=True, **REQUESTS[api])
+        with pytest.raises(lk.StreamInterruptedError):
+            while True:
+                next(stream)
+    finally:
+        client.close()
+    assert client.latency.last is not None and client.latency.last.outcome == "interrupted"

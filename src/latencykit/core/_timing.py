@@ -125,11 +125,6 @@ class CallTimer:
         return self._first_token is not None
 
     @property
-    def finished_by_error(self) -> bool:
-        """Whether the record was finalized as ``error`` or ``interrupted``."""
-        return self._done and self.record.outcome in ("error", "interrupted")
-
-    @property
     def saw_terminal(self) -> bool:
         """Whether the terminal event arrived."""
         return self._terminal_at is not None

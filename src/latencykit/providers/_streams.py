@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
 from .._errors import interrupted_error
 from ._calls import sending
@@ -66,6 +66,24 @@ def _truncated(tap: Tap, request: Any) -> BaseException:
     return err
 
 
+def _raise_failure(tap: Tap, exc: BaseException, stream: Any) -> NoReturn:
+    """End the call on ``exc`` and raise what the caller gets (the SDK error, or after content
+    a `StreamInterruptedError` with the partial output)."""
+    tap.timer.fail(exc)
+    broken = _broken(tap, exc, _request(stream))
+    if broken is exc:
+        raise exc
+    raise broken from exc
+
+
+def _end(tap: Tap, stream: Any) -> Optional[BaseException]:
+    """The iterator ended: finalize; the error to raise if the terminal event never came."""
+    already_finished = tap.timer.finished
+    truncated = not tap.timer.saw_terminal
+    tap.timer.exhausted()
+    return _truncated(tap, _request(stream)) if truncated and not already_finished else None
+
+
 def _request(stream: Any) -> Any:
     return getattr(getattr(stream, "response", None), "request", None)
 
@@ -90,15 +108,10 @@ def _sync_subclass(cls: type) -> type:
         except GeneratorExit:
             raise  # the caller stopped iterating; close() / GC finalize the record
         except BaseException as exc:
-            tap.timer.fail(exc)
-            broken = _broken(tap, exc, _request(self))
-            if broken is exc:
-                raise
-            raise broken from exc
-        truncated = not tap.timer.saw_terminal
-        tap.timer.exhausted()
-        if truncated:
-            raise _truncated(tap, _request(self))
+            _raise_failure(tap, exc, self)
+        truncated = _end(tap, self)
+        if truncated is not None:
+            raise truncated
 
     def __next__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
@@ -109,17 +122,12 @@ def _sync_subclass(cls: type) -> type:
             try:
                 item = base_next(self)
             except StopIteration:
-                truncated = not tap.timer.saw_terminal
-                tap.timer.exhausted()
-                if truncated and not tap.timer.finished_by_error:
-                    raise _truncated(tap, _request(self)) from None
+                truncated = _end(tap, self)
+                if truncated is not None:
+                    raise truncated from None
                 raise
             except BaseException as exc:
-                tap.timer.fail(exc)
-                broken = _broken(tap, exc, _request(self))
-                if broken is exc:
-                    raise
-                raise broken from exc
+                _raise_failure(tap, exc, self)
             if _tapped(tap, item):
                 return item
 
@@ -153,15 +161,10 @@ def _async_subclass(cls: type) -> type:
         except GeneratorExit:
             raise
         except BaseException as exc:
-            tap.timer.fail(exc)
-            broken = _broken(tap, exc, _request(self))
-            if broken is exc:
-                raise
-            raise broken from exc
-        truncated = not tap.timer.saw_terminal
-        tap.timer.exhausted()
-        if truncated:
-            raise _truncated(tap, _request(self))
+            _raise_failure(tap, exc, self)
+        truncated = _end(tap, self)
+        if truncated is not None:
+            raise truncated
 
     async def __anext__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
@@ -172,17 +175,12 @@ def _async_subclass(cls: type) -> type:
             try:
                 item = await base_anext(self)
             except StopAsyncIteration:
-                truncated = not tap.timer.saw_terminal
-                tap.timer.exhausted()
-                if truncated and not tap.timer.finished_by_error:
-                    raise _truncated(tap, _request(self)) from None
+                truncated = _end(tap, self)
+                if truncated is not None:
+                    raise truncated from None
                 raise
             except BaseException as exc:
-                tap.timer.fail(exc)
-                broken = _broken(tap, exc, _request(self))
-                if broken is exc:
-                    raise
-                raise broken from exc
+                _raise_failure(tap, exc, self)
             if _tapped(tap, item):
                 return item
 
