@@ -21,6 +21,7 @@ import asyncio
 import logging
 from typing import Callable, Optional
 
+from ._rank import nearest_rank
 from ._record import CallRecord, Outcome
 
 __all__ = ["CallTimer", "Clock", "Sink"]
@@ -208,9 +209,5 @@ def _no_sink(rec: CallRecord) -> None:
 
 
 def _quantile_sorted(xs: list[float], q: float) -> float:
-    """Linear-interpolated quantile of a sorted, non-empty list (numpy's default method)."""
-    pos = q * (len(xs) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    frac = pos - lo
-    return xs[lo] + (xs[hi] - xs[lo]) * frac
+    """Nearest-rank quantile of a sorted, non-empty list (the rule every reported percentile uses)."""
+    return xs[nearest_rank(q, len(xs))]
