@@ -20,7 +20,7 @@ def test_demo_prints_labelled_emulated_percentiles(capsys: pytest.CaptureFixture
     """The demo runs both providers sync and async and prints TTFT/TPOT/E2E percentiles labelled emulated."""
     recorder = run_demo(conversations=1, parallel=2)
     out = capsys.readouterr().out
-    assert "EMULATED" in out and "TTFT" in out and "TPOT" in out and "E2E" in out and "p99" in out
+    assert "EMULATED" in out and "TTFT" in out and "TPOT" in out and "E2E" in out and "P99" in out
     assert "anthropic" in out and "openai" in out
     calls = recorder.calls
     assert {c.provider for c in calls} == {"anthropic", "openai"}

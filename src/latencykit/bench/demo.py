@@ -17,6 +17,7 @@ from rich.console import Console
 
 from .. import AsyncAnthropic, AsyncOpenAI, Anthropic, OpenAI, Recorder
 from ..emulator import Emulator, TimingModel
+from ..telemetry._format import plural
 from ._table import latency_table
 
 # A plausible hosted-model profile: ~150 ms fixed TTFT, prefill cost per prompt token,
@@ -118,16 +119,18 @@ def run_demo(*, conversations: int = 2, parallel: int = 8, seed: int = 0, consol
     with Emulator(timing=DEMO_TIMING, seed=seed) as emu:
         console.print(f"[dim]emulator on {emu.base_url} (seeded timing model, see docs/emulator.md)[/dim]")
         sync_rec, async_rec = Recorder(), Recorder()
-        for r in (sync_rec, async_rec):
-            r.add_listener(recorder.record)
         _sync_conversations(emu.base_url, sync_rec, conversations)
         asyncio.run(_async_conversations(emu.base_url, async_rec, parallel))
-    console.print(latency_table(sync_rec.summary(), f"EMULATED latencies — sync clients, {conversations} conversation(s) one after another"))
-    console.print(latency_table(async_rec.summary(), f"EMULATED latencies — async clients, {parallel} conversation(s) per provider in parallel"))
+        recorder.merge(sync_rec)  # exact: sketches merge; each call was recorded (and logged) once
+        recorder.merge(async_rec)
+    console.print(latency_table(sync_rec.summary(), f"EMULATED latencies — sync clients, {plural(conversations, 'conversation')} one after another"))
+    console.print(latency_table(async_rec.summary(), f"EMULATED latencies — async clients, {plural(parallel, 'conversation')} per provider in parallel"))
     summary = recorder.summary()
+    ttft = summary["ttft"]
+    streamed = sum(1 for c in recorder.calls if c.streamed)
     console.print(
-        f"{summary.calls} calls, all streamed: {all(c.streamed for c in recorder.calls)}; outcomes {summary.outcomes}; "
-        f"TTFT p50/p99 {_ms(summary['ttft'].p50)}/{_ms(summary['ttft'].p99)} ms overall; "
+        f"{summary.headline()}; {streamed} of {plural(summary.calls, 'call')} streamed; "
+        f"TTFT P50/P99 {_ms(ttft.p50)}/{_ms(ttft.p99)} ms overall (n={ttft.count}); "
         f"{time.perf_counter() - started:.1f} s wall."
     )
     console.print(str(recorder.cache_report()))

@@ -2,10 +2,11 @@
 
 Guarantee: for non-negative finite values, ``quantile(q)`` is within relative error α of the
 exact quantile, ``|x̂ - x| <= α·x`` (default α = 0.01, i.e. 1 %; up to float rounding,
-~1e-12 relative), where the exact quantile is the *rank-based* one: the element at sorted
-index ``floor(q·(n-1))``, i.e. ``np.quantile(values, q, method="lower")`` (the convention
-of DataDog/sketches-py ``get_quantile_value``). Ranks 0 and n-1 return the exact min and
-max; other results are clamped to ``[min, max]``.
+~1e-12 relative), where the exact quantile is the *nearest-rank* (inverse-CDF) one: the
+value at 1-based rank ``ceil(q·n)`` of the sorted values, i.e.
+``np.quantile(values, q, method="inverted_cdf")`` (`latencykit.core._rank`). So P99 of
+fewer than 100 values is the exact maximum. The first and last ranks return the exact min
+and max; other results are clamped to ``[min, max]``.
 
 Memory: bucket k holds ``(γ^(k-1), γ^k]`` with γ = (1+α)/(1-α), so a value range
 [a, b] needs ``ceil(log_γ b) - ceil(log_γ a) + 1`` int64 counters. For latencies from
@@ -35,6 +36,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
+from ..core._rank import nearest_rank
 
 __all__ = ["LogarithmicMapping", "PercentileSketch"]
 
@@ -204,7 +207,7 @@ class PercentileSketch:
         self._max = max(self._max, float(arr.max()))
 
     def quantile(self, q: float) -> Optional[float]:
-        """Value at quantile q in [0, 1] (rank floor(q·(n-1))); None when empty."""
+        """Value at quantile q in [0, 1] (nearest rank: 1-based rank ceil(q·n)); None when empty."""
         return self.quantiles([q])[0]
 
     def quantiles(self, qs: Sequence[float]) -> list[Optional[float]]:
@@ -222,7 +225,7 @@ class PercentileSketch:
         cum = np.cumsum(counts)
         out: list[Optional[float]] = []
         for q in qs:
-            rank = math.floor(q * (n - 1))
+            rank = nearest_rank(q, n)  # 0-based
             if rank == 0 or rank == n - 1 or rank < zeros:  # the exact min, max or zero
                 out.append(vmin if rank == 0 else vmax if rank == n - 1 else 0.0)
                 continue

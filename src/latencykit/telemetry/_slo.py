@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence, Union
 
 from ..core._record import CallRecord
+from ._format import plural
 from ._stats import METRICS
 
 __all__ = ["SLO", "Violation", "CHAT_TTFT", "CODE_COMPLETION_TTFT", "BATCH_E2E", "goodput"]
@@ -65,7 +66,7 @@ class Violation:
     calls: int
 
     def __str__(self) -> str:
-        return f"{self.slo.label}: {self.group} has {self.observed * 1000:.1f} ms over {self.calls} calls"
+        return f"{self.slo.label}: {self.group} has {self.observed * 1000:.1f} ms over {plural(self.calls, 'call')}"
 
 
 def goodput(records: Iterable[CallRecord], slos: Union[SLO, Sequence[SLO]]) -> Optional[float]:

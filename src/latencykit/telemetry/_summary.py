@@ -1,8 +1,10 @@
 """`Summary`: P50/P90/P95/P99/P99.9, mean, max and count per metric — overall and per group.
 
 Built from the Recorder's percentile sketches (relative error ≤ α, 1 % by default), so it
-costs the same for ten calls or ten million. Renders as text, a dict/JSON, and HTML in a
-notebook; ``check(slo)`` lists SLO violations.
+costs the same for ten calls or ten million. Percentiles follow the nearest-rank rule
+(`latencykit.core._rank`): P99 of fewer than 100 values is the maximum. Every display
+shows ``n``, the number of values behind each row. Renders as text (80 columns), a
+dict/JSON, a rich table and HTML in a notebook; ``check(slo)`` lists SLO violations.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from ..core._record import CallRecord
 from ._sketch import PercentileSketch
+from ._format import ms as _ms
+from ._format import outcomes_text, plural
 from ._slo import SLO, Violation, goodput
 from ._stats import METRICS, GroupKey, LatencyStats, group_key
 
@@ -21,6 +25,8 @@ __all__ = ["MetricSummary", "GroupSummary", "Summary"]
 
 QUANTILES: tuple[float, ...] = (0.50, 0.90, 0.95, 0.99, 0.999)
 _LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "ttfb": "TTFB", "itl": "ITL"}
+_COLUMNS = ("metric", "n", "P50", "P90", "P95", "P99", "P99.9", "max")
+RULE = "percentiles by nearest rank (P99 of n < 100 is the max); times in ms"
 
 
 @dataclass(frozen=True)
@@ -160,44 +166,63 @@ class Summary:
         """Table rows (header first), times in ms: one row per group × metric with data."""
         out = [["group", "metric", "n", "p50 ms", "p90 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms"]]
         for g in self.groups:
-            for metric in METRICS:
-                m = g.metrics[metric]
-                if m.count:
-                    out.append([g.name, _LABELS[metric], str(m.count), *(_ms(v) for v in (m.p50, m.p90, m.p95, m.p99, m.p999, m.max))])
+            out += [[g.name, *r] for r in _metric_rows(g)]
         return out
 
-    def __str__(self) -> str:
-        rows = self.rows()
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    def headline(self) -> str:
+        """``label — 60 calls: completed 59, error 1``."""
         head = f"{self.label} — " if self.label else ""
-        lines = [f"{head}{self.calls} calls, outcomes {self.outcomes}"]
-        for r in rows:
-            lines.append("  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        return f"{head}{plural(self.calls, 'call')}: {outcomes_text(self.outcomes)}"
+
+    def __str__(self) -> str:
+        """Text for a terminal, at most 80 columns wide (unless a group name is longer)."""
+        blocks = [(f"{g.name} — {plural(g.calls, 'call')}: {outcomes_text(g.outcomes)}", _metric_rows(g)) for g in self.groups]
+        table = [list(_COLUMNS)] + [r for _, rows in blocks for r in rows]
+        widths = [max(len(r[i]) for r in table) for i in range(len(_COLUMNS))]
+
+        def line(r: Sequence[str]) -> str:
+            return "  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+        lines = [self.headline(), RULE] if blocks else [self.headline()]
+        for title, rows in blocks:
+            lines += [title, line(_COLUMNS)] + [line(r) for r in rows]
         return "\n".join(lines)
 
     def __rich__(self) -> Any:
-        """A rich table (``rich.print(summary)``); needs ``rich`` (the ``bench`` extra)."""
+        """Rich tables, one per group (``rich.print(summary)``); needs ``rich`` (the ``bench`` extra)."""
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
-        rows = self.rows()
-        title = f"{self.label + ' — ' if self.label else ''}{self.calls} calls"
-        table = Table(title=title, title_justify="left")
-        for i, name in enumerate(rows[0]):
-            table.add_column(name, justify="right" if i >= 2 else "left")
-        for r in rows[1:]:
-            table.add_row(*r)
-        return table
+        parts: list[Any] = [Text(self.headline()), Text(RULE, style="dim")]
+        for g in self.groups:
+            table = Table(title=f"{g.name} — {plural(g.calls, 'call')}: {outcomes_text(g.outcomes)}", title_justify="left")
+            for i, name in enumerate(_COLUMNS):
+                table.add_column(name, justify="right" if i else "left")
+            for r in _metric_rows(g):
+                table.add_row(*r)
+            parts.append(table)
+        return Group(*parts)
 
     def __repr__(self) -> str:
         t = self.overall["ttft"]
-        return f"<Summary calls={self.calls} ttft_p50={_ms(t.p50)}ms ttft_p99={_ms(t.p99)}ms>"
+        return f"<Summary calls={self.calls} ttft_n={t.count} ttft_p50={_ms(t.p50)}ms ttft_p99={_ms(t.p99)}ms>"
 
     def _repr_html_(self) -> str:
         rows = self.rows()
         head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-        caption = html.escape(f"{self.label + ' — ' if self.label else ''}latencykit: {self.calls} calls")
+        caption = html.escape(f"latencykit: {self.headline()}; {RULE}")
         return f'<table class="latencykit-summary"><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _metric_rows(g: "GroupSummary") -> list[list[str]]:
+    """``[metric, n, p50, p90, p95, p99, p99.9, max]`` (ms) for each metric of ``g`` with data."""
+    return [
+        [_LABELS[metric], f"{m.count:,}", *(_ms(v) for v in (m.p50, m.p90, m.p95, m.p99, m.p999, m.max))]
+        for metric in METRICS
+        if (m := g.metrics[metric]).count
+    ]
 
 
 def _group(key: GroupKey, stats: LatencyStats) -> GroupSummary:
@@ -236,6 +261,3 @@ def _alpha(stats: dict[GroupKey, LatencyStats]) -> float:
 def _alpha_of(summary: Summary) -> float:
     return summary.groups[0].sketches["ttft"].relative_accuracy if summary.groups else 0.01
 
-
-def _ms(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v * 1000:.1f}"
