@@ -116,12 +116,12 @@ def test_prometheus_scrape_matches_in_process_count_and_p99(prometheus_binary: s
     """Prometheus's request count equals the calls made and its P99 TTFT agrees with the in-process P99 to a bucket.
 
     The two P99s are estimated differently: in process, DDSketch (1 % relative error) of
-    the sorted TTFTs at rank ``0.99·(n−1)``; in Prometheus, ``histogram_quantile`` finds the
-    bucket holding rank ``0.99·n`` and interpolates linearly inside it. With n = 60 they
-    estimate the 59th and the 60th smallest TTFT, which may sit on either side of a bucket
-    boundary, and a 1 % error can also cross one; within a bucket Prometheus cannot know
-    where the value lies (a factor of 2 with these doubling boundaries). So the tolerance is
-    bucket resolution: the two estimates lie in the same or adjacent buckets. Exactly,
+    the sorted TTFTs at the nearest rank ``ceil(0.99·n)``; in Prometheus, ``histogram_quantile``
+    finds the bucket holding rank ``0.99·n`` and interpolates linearly inside it. With n = 60
+    both estimate the 60th smallest TTFT, but a 1 % error can cross a bucket boundary, and
+    within a bucket Prometheus cannot know where the value lies (a factor of 2 with these
+    doubling boundaries). So the tolerance is bucket resolution: the two estimates lie in
+    the same or adjacent buckets. Exactly,
     Prometheus's estimate must lie in the bucket holding the ``ceil(0.99·n)``-th TTFT the
     worker measured, and every cumulative bucket count must equal the count of measured
     TTFTs at or below its ``le``.
