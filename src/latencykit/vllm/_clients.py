@@ -1,0 +1,301 @@
+"""latencykit clients for self-hosted OpenAI-compatible servers: vLLM and llama.cpp's llama-server.
+
+They *are* `latencykit.OpenAI` / `latencykit.AsyncOpenAI` clients (so ``openai.OpenAI``
+ones): every call streams and is recorded in ``client.latency``. On top:
+
+* ``base_url`` is the server (``http://127.0.0.1:8000``; ``.../v1`` is accepted too), the
+  API key defaults to ``"EMPTY"``, and a chat call without ``model=`` uses the server's
+  model, read once from ``GET /v1/models`` (the first one listed; ``model=`` picks another).
+* vLLM: chat streams ask for ``stream_options.continuous_usage_stats`` (``continuous_usage=
+  False`` turns it off), so every chunk carries the running token count — TPOT and
+  inter-token latency per token, and tokens per engine step (speculative decoding) per
+  call, in ``CallRecord.extra`` (see `StepTap`). The chunks the caller iterates then carry
+  ``usage`` too, as vLLM sends them.
+* llama.cpp: the final chunk's ``timings`` go to ``CallRecord.extra`` (see `LlamaTap`);
+  ``slots()`` reads ``/slots``.
+* ``metrics()`` scrapes ``/metrics``; ``doctor()`` diagnoses the server with this client's
+  own records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from functools import cached_property
+from typing import Any, Callable, Optional
+
+from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
+
+from ..core._timing import CallTimer
+from ..providers._calls import given, raw_response_requested
+from ..providers._tap import Tap
+from ..providers.anthropic import Anthropic, AsyncAnthropic
+from ..providers.openai import (
+    AsyncOpenAI,
+    ChatAccumulator,
+    OpenAI,
+    _acreate,
+    _Api,
+    _AsyncCompletions,
+    _chat_request,
+    _Completions,
+    _create,
+    _on_completion,
+)
+from ._doctor import Doctor, fetch_metrics, server_root
+from ._findings import Diagnosis, Thresholds
+from ._metrics import Scrape
+from ._taps import LlamaTap, StepTap
+
+__all__ = ["AsyncLlamaCpp", "AsyncVLLM", "LlamaCpp", "VLLM", "anthropic_client", "async_anthropic_client"]
+
+
+def _chat_api(tap: Callable[[CallTimer, bool], Tap]) -> _Api:
+    return _Api("chat.completions", _chat_request, tap, ChatAccumulator, _on_completion, lambda c: c.chat.completions)
+
+
+_VLLM_CHAT = _chat_api(StepTap)
+_LLAMA_CHAT = _chat_api(LlamaTap)
+
+
+def _v1(url: Any) -> str:
+    return server_root(str(url)) + "/v1"
+
+
+def _first_model(page: Any) -> str:
+    data = getattr(page, "data", None) or []
+    if not data:
+        raise ValueError("the server's GET /v1/models listed no model; pass model= explicitly")
+    return str(data[0].id)
+
+
+def _with_defaults(kwargs: dict[str, Any], model: Optional[str], continuous: bool) -> dict[str, Any]:
+    """The caller's chat kwargs plus the detected model and (vLLM) continuous usage stats."""
+    out = dict(kwargs)
+    if model is not None and not given(out.get("model")):
+        out["model"] = model
+    if continuous:
+        opts = out.get("stream_options")
+        opts = dict(opts) if isinstance(opts, dict) else {}
+        opts.setdefault("continuous_usage_stats", True)
+        out["stream_options"] = opts
+    return out
+
+
+class _SelfHosted:
+    """What both server clients add: the server URL, the model, /metrics and the doctor."""
+
+    _lkv_api: _Api
+    _lkv_continuous_default: bool
+    _lkv_default_url: str
+    _lkv_url_env: str
+    _lkv_model: Optional[str]
+    _lkv_continuous: bool
+    base_url: Any
+
+    def _lkv_setup(self, model: Optional[str], continuous: Optional[bool]) -> None:
+        if model is not None and not (isinstance(model, str) and model):
+            raise ValueError(f"model must be a non-empty str or None (detect), got {model!r}")
+        if continuous is not None and not isinstance(continuous, bool):
+            raise ValueError(f"continuous_usage must be True, False or None, got {continuous!r}")
+        self._lkv_model = model
+        self._lkv_continuous = self._lkv_continuous_default if continuous is None else continuous
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        """The SDK's ``copy()`` / ``with_options()``, keeping the model and usage-stats choice."""
+        new = getattr(super(), "copy")(*args, **kwargs)
+        new._lkv_model, new._lkv_continuous = self._lkv_model, self._lkv_continuous
+        return new
+
+    with_options = copy
+
+    @classmethod
+    def _lkv_base_url(cls, base_url: Any) -> str:
+        return _v1(base_url or os.environ.get(cls._lkv_url_env) or cls._lkv_default_url)
+
+    @property
+    def server_url(self) -> str:
+        """``http://host:port`` of the server (no ``/v1``)."""
+        return server_root(str(self.base_url))
+
+    def metrics(self, timeout: float = 5.0) -> Scrape:
+        """Scrape the server's ``/metrics`` once."""
+        return fetch_metrics(self.server_url, timeout)
+
+    def doctor(self, *, duration: float = 5.0, interval: float = 1.0, thresholds: Optional[Thresholds] = None) -> Diagnosis:
+        """`latencykit.vllm.doctor` on this server, with this client's records."""
+        from ._doctor import doctor
+
+        recorder = getattr(self, "latency")
+        return doctor(self.server_url, duration=duration, interval=interval, records=recorder, model=self._lkv_model, thresholds=thresholds)
+
+    def doctor_for(self, window: float = 60.0) -> Doctor:
+        """A `Doctor` on this server fed with this client's records (sample it yourself)."""
+        return Doctor(self.server_url, records=getattr(self, "latency"), model=self._lkv_model, window=window)
+
+    def slots(self, timeout: float = 5.0) -> Any:
+        """llama-server's ``GET /slots`` (per-slot state) as parsed JSON."""
+        with urllib.request.urlopen(self.server_url + "/slots", timeout=timeout) as resp:  # noqa: S310
+            return json.loads(resp.read())
+
+
+class _SyncSelfHosted(_SelfHosted):
+    models: Any
+
+    @property
+    def model(self) -> str:
+        """The model calls use by default (detected from ``GET /v1/models`` on first use)."""
+        if self._lkv_model is None:
+            self._lkv_model = _first_model(self.models.list())
+        return self._lkv_model
+
+
+class _AsyncSelfHosted(_SelfHosted):
+    models: Any
+
+    async def detect_model(self) -> str:
+        """The model calls use by default (detected from ``GET /v1/models`` on first use)."""
+        if self._lkv_model is None:
+            self._lkv_model = _first_model(await self.models.list())
+        return self._lkv_model
+
+
+class _ServerCompletions(_Completions):
+    def create(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return super().create(**kwargs)
+        client: Any = self._client
+        model = None if given(kwargs.get("model")) else client.model
+        kwargs = _with_defaults(kwargs, model, client._lkv_continuous)
+        return _create(client._lkv_api, self, Completions.create, kwargs)
+
+
+class _AsyncServerCompletions(_AsyncCompletions):
+    async def create(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return await super().create(**kwargs)
+        client: Any = self._client
+        model = None if given(kwargs.get("model")) else await client.detect_model()
+        kwargs = _with_defaults(kwargs, model, client._lkv_continuous)
+        return await _acreate(client._lkv_api, self, AsyncCompletions.create, kwargs)
+
+
+class _ServerChat(Chat):
+    @cached_property
+    def completions(self) -> Completions:
+        """Chat Completions with the server's defaults and tap."""
+        return _ServerCompletions(self._client)
+
+
+class _AsyncServerChat(AsyncChat):
+    @cached_property
+    def completions(self) -> AsyncCompletions:
+        """Async Chat Completions with the server's defaults and tap."""
+        return _AsyncServerCompletions(self._client)
+
+
+_DOC_ARGS = (
+    "``base_url`` is the server (``.../v1`` accepted); ``model=None`` detects it from ``/v1/models``; "
+    "every other argument is `latencykit.OpenAI`'s."
+)
+
+
+class VLLM(_SyncSelfHosted, OpenAI):
+    """A `latencykit.OpenAI` client for a vLLM server (default ``$VLLM_BASE_URL`` or ``http://127.0.0.1:8000``)."""
+
+    _lkv_api = _VLLM_CHAT
+    _lkv_continuous_default = True
+    _lkv_default_url = "http://127.0.0.1:8000"
+    _lkv_url_env = "VLLM_BASE_URL"
+
+    def __init__(
+        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None,
+        continuous_usage: Optional[bool] = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
+        self._lkv_setup(model, continuous_usage)
+        key = api_key or os.environ.get("VLLM_API_KEY") or "EMPTY"
+        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
+
+    @cached_property
+    def chat(self) -> Chat:
+        """Observed Chat Completions (model default, continuous usage stats, per-step counts)."""
+        return _ServerChat(self)
+
+
+class AsyncVLLM(_AsyncSelfHosted, AsyncOpenAI):
+    """Async `VLLM`: a `latencykit.AsyncOpenAI` client for a vLLM server."""
+
+    _lkv_api = _VLLM_CHAT
+    _lkv_continuous_default = True
+    _lkv_default_url = "http://127.0.0.1:8000"
+    _lkv_url_env = "VLLM_BASE_URL"
+
+    def __init__(
+        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None,
+        continuous_usage: Optional[bool] = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
+        self._lkv_setup(model, continuous_usage)
+        key = api_key or os.environ.get("VLLM_API_KEY") or "EMPTY"
+        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
+
+    @cached_property
+    def chat(self) -> AsyncChat:
+        """Observed async Chat Completions (model default, continuous usage stats, per-step counts)."""
+        return _AsyncServerChat(self)
+
+
+class LlamaCpp(_SyncSelfHosted, OpenAI):
+    """A `latencykit.OpenAI` client for llama.cpp's llama-server (default ``$LLAMACPP_BASE_URL`` or ``http://127.0.0.1:8080``)."""
+
+    _lkv_api = _LLAMA_CHAT
+    _lkv_continuous_default = False  # llama-server ignores it: usage comes in the final chunk only
+    _lkv_default_url = "http://127.0.0.1:8080"
+    _lkv_url_env = "LLAMACPP_BASE_URL"
+
+    def __init__(
+        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None, **kwargs: Any
+    ) -> None:
+        self._lkv_setup(model, None)
+        key = api_key or os.environ.get("LLAMACPP_API_KEY") or "EMPTY"
+        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
+
+    @cached_property
+    def chat(self) -> Chat:
+        """Observed Chat Completions (model default, server timings in the record)."""
+        return _ServerChat(self)
+
+
+class AsyncLlamaCpp(_AsyncSelfHosted, AsyncOpenAI):
+    """Async `LlamaCpp`."""
+
+    _lkv_api = _LLAMA_CHAT
+    _lkv_continuous_default = False
+    _lkv_default_url = "http://127.0.0.1:8080"
+    _lkv_url_env = "LLAMACPP_BASE_URL"
+
+    def __init__(
+        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None, **kwargs: Any
+    ) -> None:
+        self._lkv_setup(model, None)
+        key = api_key or os.environ.get("LLAMACPP_API_KEY") or "EMPTY"
+        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
+
+    @cached_property
+    def chat(self) -> AsyncChat:
+        """Observed async Chat Completions (model default, server timings in the record)."""
+        return _AsyncServerChat(self)
+
+
+def anthropic_client(base_url: Optional[str] = None, *, api_key: Optional[str] = None, **kwargs: Any) -> Anthropic:
+    """A `latencykit.Anthropic` client for vLLM's Anthropic-compatible ``/v1/messages``."""
+    url = server_root(base_url or os.environ.get("VLLM_BASE_URL") or "http://127.0.0.1:8000")
+    return Anthropic(base_url=url, api_key=api_key or os.environ.get("VLLM_API_KEY") or "EMPTY", **kwargs)
+
+
+def async_anthropic_client(base_url: Optional[str] = None, *, api_key: Optional[str] = None, **kwargs: Any) -> AsyncAnthropic:
+    """Async `anthropic_client`."""
+    url = server_root(base_url or os.environ.get("VLLM_BASE_URL") or "http://127.0.0.1:8000")
+    return AsyncAnthropic(base_url=url, api_key=api_key or os.environ.get("VLLM_API_KEY") or "EMPTY", **kwargs)
+
+

@@ -1,0 +1,176 @@
+"""`Doctor`: scrape a server's ``/metrics`` over time and say what limits it.
+
+```python
+import latencykit.vllm as lkv
+
+print(lkv.doctor("http://127.0.0.1:8000", duration=10))          # one window, blocking
+doc = lkv.Doctor("http://127.0.0.1:8000", records=client.latency)  # or sample it yourself:
+doc.scrape(); ...; doc.scrape(); print(doc.diagnose())
+```
+
+Scrapes use the standard library's HTTP client (nothing to install beyond the parser of
+the ``vllm`` extra) and keep a rolling window of ``window`` seconds. ``records`` are the
+client's own `CallRecord`s (a `Recorder`, a list, or a callable returning one): the
+doctor needs them to compare client and server TTFT and to know prefixes were shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from collections import deque
+from typing import Callable, Optional, Sequence, Union
+
+from ..core._record import CallRecord
+from ..telemetry._recorder import Recorder
+from ._findings import Diagnosis, Thresholds, diagnose
+from ._metrics import Scrape
+from ._window import MetricsWindow
+
+__all__ = ["Doctor", "doctor", "adoctor", "metrics_url", "server_root", "fetch_metrics"]
+
+Records = Union[Recorder, Sequence[CallRecord], Callable[[], Sequence[CallRecord]], None]
+
+
+def server_root(url: str) -> str:
+    """``http://host:port`` from a server URL, an OpenAI base URL (``.../v1``) or a ``/metrics`` URL."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"expected an http(s) URL of the server, got {url!r}")
+    root = url.rstrip("/")
+    for suffix in ("/metrics", "/v1"):
+        if root.endswith(suffix):
+            root = root[: -len(suffix)]
+    return root
+
+
+def metrics_url(url: str) -> str:
+    """The ``/metrics`` URL of the server at ``url``."""
+    return server_root(url) + "/metrics"
+
+
+def fetch_metrics(url: str, timeout: float = 5.0) -> Scrape:
+    """GET ``/metrics`` of the server at ``url`` and parse it."""
+    with urllib.request.urlopen(metrics_url(url), timeout=timeout) as resp:  # noqa: S310 - the caller's server
+        body = resp.read().decode("utf-8", "replace")
+    return Scrape.parse(body)
+
+
+def _records(source: Records) -> Sequence[CallRecord]:
+    if source is None:
+        return ()
+    if isinstance(source, Recorder):
+        return source.calls
+    if callable(source):
+        return source()
+    return source
+
+
+class Doctor:
+    """Rolling window of scrapes of one server, diagnosed on demand."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        records: Records = None,
+        model: Optional[str] = None,
+        thresholds: Optional[Thresholds] = None,
+        window: float = 60.0,
+        timeout: float = 5.0,
+    ) -> None:
+        self.url = metrics_url(url)
+        if not (isinstance(window, (int, float)) and window > 0):
+            raise ValueError(f"window must be a number of seconds > 0, got {window!r}")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self.records = records
+        self.model = model
+        self.thresholds = thresholds or Thresholds()
+        self.window = float(window)
+        self.timeout = float(timeout)
+        self._scrapes: deque[Scrape] = deque()
+
+    @property
+    def scrapes(self) -> tuple[Scrape, ...]:
+        """The scrapes in the current window, oldest first."""
+        return tuple(self._scrapes)
+
+    def add(self, scrape: Scrape) -> None:
+        """Add a scrape taken elsewhere; drops those older than the window."""
+        self._scrapes.append(scrape)
+        while len(self._scrapes) > 2 and self._scrapes[-1].at - self._scrapes[1].at >= self.window:
+            self._scrapes.popleft()
+
+    def scrape(self) -> Scrape:
+        """Scrape the server once (blocking) and add it to the window."""
+        scrape = fetch_metrics(self.url, self.timeout)
+        self.add(scrape)
+        return scrape
+
+    async def ascrape(self) -> Scrape:
+        """`scrape` from async code (in a worker thread, so the event loop keeps running)."""
+        return await asyncio.to_thread(self.scrape)
+
+    def metrics_window(self) -> MetricsWindow:
+        """The window of scrapes so far (raises ``ValueError`` before the first scrape)."""
+        return MetricsWindow(tuple(self._scrapes), self.model)
+
+    def diagnose(self) -> Diagnosis:
+        """Findings for the window so far (scrapes once if nothing was scraped yet)."""
+        if not self._scrapes:
+            self.scrape()
+        return diagnose(self.metrics_window(), _records(self.records), self.thresholds)
+
+
+def _check_timing(duration: float, interval: float) -> None:
+    if not (isinstance(duration, (int, float)) and duration >= 0):
+        raise ValueError(f"duration must be a number of seconds >= 0, got {duration!r}")
+    if not (isinstance(interval, (int, float)) and interval > 0):
+        raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")
+
+
+def doctor(
+    url: str,
+    *,
+    duration: float = 5.0,
+    interval: float = 1.0,
+    records: Records = None,
+    model: Optional[str] = None,
+    thresholds: Optional[Thresholds] = None,
+) -> Diagnosis:
+    """Scrape ``url``'s ``/metrics`` every ``interval`` s for ``duration`` s and diagnose the window.
+
+    ``duration=0`` judges a single scrape (gauges now; counters and histograms since start-up).
+    """
+    _check_timing(duration, interval)
+    doc = Doctor(url, records=records, model=model, thresholds=thresholds, window=max(duration, interval) + interval)
+    deadline = time.monotonic() + duration
+    doc.scrape()
+    while time.monotonic() < deadline:
+        time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
+        doc.scrape()
+    return doc.diagnose()
+
+
+async def adoctor(
+    url: str,
+    *,
+    duration: float = 5.0,
+    interval: float = 1.0,
+    records: Records = None,
+    model: Optional[str] = None,
+    thresholds: Optional[Thresholds] = None,
+) -> Diagnosis:
+    """Async twin of `doctor`: sleeps with ``asyncio.sleep``, scrapes in a worker thread."""
+    _check_timing(duration, interval)
+    doc = Doctor(url, records=records, model=model, thresholds=thresholds, window=max(duration, interval) + interval)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + duration
+    await doc.ascrape()
+    while loop.time() < deadline:
+        await asyncio.sleep(min(interval, max(deadline - loop.time(), 0.0)))
+        await doc.ascrape()
+    return doc.diagnose()
+
+

@@ -1,0 +1,311 @@
+"""The doctor's rules: from a `MetricsWindow` (and the client's own records) to `Finding`s.
+
+Each rule is a plain function ``(Evidence) -> Finding | None``; `diagnose` runs them all
+and answers ``healthy`` when none holds. The advice is the first source article's (see
+``reference/articles``): KV-cache usage together with waiting requests tells memory
+pressure (quantize weights or KV cache, fewer concurrent sequences, more replicas) from
+compute pressure (batching settings, replicas); speculative decoding pays only when drafts
+are accepted (< 0.5 accepted tokens per step = a poor draft/target pairing).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from ..core._record import CallRecord
+from ._window import MetricsWindow
+
+__all__ = ["Diagnosis", "Finding", "Thresholds", "diagnose", "KINDS"]
+
+KINDS = (
+    "kv_cache_pressure",
+    "queue_pressure",
+    "weak_speculative_decoding",
+    "low_prefix_cache_hit_rate",
+    "time_outside_engine",
+    "healthy",
+)
+"""Every ``Finding.kind``, in the order the doctor reports them."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a rule fires. Fractions are 0-1, times seconds."""
+
+    kv_cache_high: float = 0.9
+    """KV-cache usage at or above this is "full"."""
+    waiting: float = 1.0
+    """At least this many requests waiting (at the window's peak) is a queue."""
+    spec_accepted_per_step: float = 0.5
+    """Fewer accepted draft tokens per step than this is weak speculative decoding."""
+    spec_min_drafts: float = 10
+    """Judge speculative decoding only after this many drafts in the window."""
+    prefix_hit_rate: float = 0.3
+    """A prefix-cache hit rate below this, with shared prefixes, is low."""
+    prefix_min_tokens: float = 1000
+    """Judge the hit rate only after this many queried prompt tokens."""
+    outside_gap: float = 0.1
+    """Client TTFT this many seconds above the server's ..."""
+    outside_ratio: float = 1.5
+    """... and this many times the server's is time lost outside the engine."""
+    min_calls: int = 3
+    """Client records needed before comparing client and server TTFT."""
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"Thresholds.{name} must be a number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the doctor found: its ``kind``, the numbers behind it, and what to do."""
+
+    kind: str
+    title: str
+    evidence: dict[str, Any]
+    advice: str
+
+    def __str__(self) -> str:
+        numbers = ", ".join(f"{k}={_fmt(v)}" for k, v in self.evidence.items() if v is not None)
+        return f"[{self.kind}] {self.title} ({numbers})\n  -> {self.advice}"
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The doctor's verdict on one window: findings (``healthy`` alone when nothing holds)."""
+
+    findings: tuple[Finding, ...]
+    window: dict[str, Any]
+    """`MetricsWindow.summary()` of the window judged."""
+    client: dict[str, Any] = field(default_factory=dict)
+    """What the client's records in the window said (calls, TTFT mean, cache expectations)."""
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds found, in report order."""
+        return tuple(f.kind for f in self.findings)
+
+    @property
+    def healthy(self) -> bool:
+        """Whether nothing limits the server."""
+        return self.kinds == ("healthy",)
+
+    def __str__(self) -> str:
+        return "\n".join(str(f) for f in self.findings)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the rules read: the window, the records that fall in it, the thresholds."""
+
+    window: MetricsWindow
+    records: tuple[CallRecord, ...]
+    limits: Thresholds
+
+    def summary(self) -> dict[str, Any]:
+        """The window's figures."""
+        return self.window.summary()
+
+
+Rule = Callable[[Evidence], Optional[Finding]]
+
+
+def _kv_cache_pressure(ev: Evidence) -> Optional[Finding]:
+    w, lim = ev.window, ev.limits
+    usage = w.gauge_max("kv_cache_usage")
+    waiting = w.gauge_max("waiting") or 0.0
+    preempted = w.preemptions or 0.0
+    swapped = w.gauge_max("swapped") or 0.0
+    full = usage is not None and usage >= lim.kv_cache_high
+    # A preemption happens only when the KV cache ran out, even if no scrape caught the peak.
+    if not ((full and (waiting >= lim.waiting or swapped > 0)) or preempted > 0):
+        return None
+    return Finding(
+        "kv_cache_pressure",
+        "KV cache full: requests wait or are preempted (memory-bound)",
+        {
+            "kv_cache_usage_max": usage,
+            "waiting_max": waiting,
+            "waiting_for_capacity_max": w.waiting_for_capacity_max(),
+            "preemptions": preempted,
+            "swapped_max": swapped or None,
+        },
+        "Memory limits this server. Quantize the weights (FP8/INT8/INT4) or the KV cache "
+        "(--kv-cache-dtype fp8) so more sequences fit, run fewer concurrent sequences "
+        "(--max-num-seqs, a shorter --max-model-len), or add replicas.",
+    )
+
+
+def _queue_pressure(ev: Evidence) -> Optional[Finding]:
+    w, lim = ev.window, ev.limits
+    waiting = w.gauge_max("waiting")
+    usage = w.gauge_max("kv_cache_usage")
+    if waiting is None or waiting < lim.waiting:
+        return None
+    if (usage is not None and usage >= lim.kv_cache_high) or (w.preemptions or 0) > 0:
+        return None  # that is memory pressure, reported above
+    llama = w.server == "llamacpp"
+    return Finding(
+        "queue_pressure",
+        "Requests queue while the KV cache has room (compute / scheduling-bound)",
+        {
+            "waiting_max": waiting,
+            "waiting_mean": w.gauge_mean("waiting"),
+            "running_max": w.gauge_max("running"),
+            "kv_cache_usage_max": usage,
+            "server_queue_time_mean_s": w.mean("queue_time"),
+            "server_queue_time_p95_s": w.quantile("queue_time", 0.95),
+        },
+        (
+            "All slots are busy and requests are deferred: start llama-server with more slots "
+            "(-np) if memory allows, or add replicas."
+            if llama
+            else "Compute or the scheduler limits this server, not memory. With KV-cache headroom, "
+            "batch more: raise --max-num-seqs and --max-num-batched-tokens (chunked prefill); "
+            "or add replicas behind a load balancer."
+        ),
+    )
+
+
+def _weak_speculative_decoding(ev: Evidence) -> Optional[Finding]:
+    w, lim = ev.window, ev.limits
+    drafts = w.delta("spec_drafts")
+    per_step = w.spec_accepted_per_step
+    if not drafts or drafts < lim.spec_min_drafts or per_step is None or per_step >= lim.spec_accepted_per_step:
+        return None
+    return Finding(
+        "weak_speculative_decoding",
+        "Speculative decoding accepts few draft tokens (poor draft/target pairing)",
+        {
+            "spec_accepted_per_step": per_step,
+            "spec_acceptance_rate": w.spec_acceptance_rate,
+            "spec_drafts": drafts,
+            "spec_draft_tokens": w.delta("spec_draft_tokens"),
+        },
+        f"Fewer than {lim.spec_accepted_per_step:g} accepted tokens per step: each rejected draft "
+        "costs a verification pass. Use a draft closer to the target (same family, distilled, "
+        "or EAGLE/MTP heads), propose fewer tokens (num_speculative_tokens), or turn "
+        "speculative decoding off for this traffic.",
+    )
+
+
+_MISS_ADVICE = {
+    "prefix_changed": "the client changes the prefix between calls (a timestamp, an id, reordered "
+    "tools or documents before the question): keep the static part byte-identical and first, "
+    "dynamic content after it",
+    "not_changed_locally": "the client sent the same prefix, so the server dropped it: its KV cache "
+    "is too small for the working set (more KV memory, fewer concurrent sequences) or requests "
+    "with one prefix reach different replicas (route by prefix or session)",
+    "below_minimum": "the shared prefix is shorter than one KV block (vLLM caches whole blocks): "
+    "put more of the static content in front",
+    "ttl_expired": "calls sharing a prefix are too far apart: the blocks were evicted in between",
+}
+
+
+def _low_prefix_cache_hit_rate(ev: Evidence) -> Optional[Finding]:
+    w, lim = ev.window, ev.limits
+    queried = w.prefix_cache_queried_tokens
+    rate = w.prefix_cache_hit_rate
+    if rate is None or queried is None or queried < lim.prefix_min_tokens or rate >= lim.prefix_hit_rate:
+        return None
+    # "Despite shared prefixes": only the client knows it sent the same prefix again.
+    shared = [r for r in ev.records if (r.cache_expected_tokens or 0) > 0]
+    if not shared:
+        return None
+    misses = Counter(r.cache_miss_reason for r in shared if r.cache_miss_reason)
+    enabled = w.last.prefix_caching_enabled
+    if enabled is False:
+        advice = "Prefix caching is off on this server: start vLLM with --enable-prefix-caching."
+        reason = None
+    else:
+        reason = misses.most_common(1)[0][0] if misses else "not_changed_locally"
+        advice = "Shared prefixes miss the cache: " + _MISS_ADVICE.get(reason, _MISS_ADVICE["not_changed_locally"]) + "."
+    return Finding(
+        "low_prefix_cache_hit_rate",
+        "Low prefix-cache hit rate although calls share prefixes",
+        {
+            "prefix_cache_hit_rate": rate,
+            "queried_tokens": queried,
+            "calls_with_shared_prefix": len(shared),
+            "client_expected_tokens": sum(r.cache_expected_tokens or 0 for r in shared),
+            "client_read_tokens": sum(r.cache_read_tokens or 0 for r in shared),
+            "prefix_caching_enabled": enabled,
+            "main_miss_reason": reason,
+        },
+        advice,
+    )
+
+
+def _client_server_ttft(ev: Evidence) -> tuple[Optional[float], Optional[float], int]:
+    """Client TTFT mean and the server's figure for the same calls (per call where the adapter
+    recorded one, else the window's histogram mean)."""
+    timed = [r for r in ev.records if r.ttft is not None and r.outcome == "completed"]
+    if not timed:
+        return None, None, 0
+    per_call = [r for r in timed if isinstance(r.extra.get("server_ttft"), (int, float))]
+    if len(per_call) == len(timed):
+        client = sum(r.ttft or 0.0 for r in per_call) / len(per_call)
+        server = sum(float(r.extra["server_ttft"]) for r in per_call) / len(per_call)
+        return client, server, len(per_call)
+    return sum(r.ttft or 0.0 for r in timed) / len(timed), ev.window.mean("ttft"), len(timed)
+
+
+def _time_outside_engine(ev: Evidence) -> Optional[Finding]:
+    lim = ev.limits
+    client, server, calls = _client_server_ttft(ev)
+    if client is None or server is None or calls < lim.min_calls:
+        return None
+    gap = client - server
+    if gap < lim.outside_gap or client < lim.outside_ratio * server:
+        return None
+    return Finding(
+        "time_outside_engine",
+        "Client TTFT far above the server's: time is lost outside the engine",
+        {"client_ttft_mean_s": client, "server_ttft_mean_s": server, "gap_s": gap, "calls": calls},
+        "The engine answers fast, the caller waits long: look at the network path, a proxy or "
+        "gateway queueing requests, TLS and connection set-up (reuse one client), and client-side "
+        "work before the request is sent (a blocked event loop).",
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    _kv_cache_pressure,
+    _queue_pressure,
+    _weak_speculative_decoding,
+    _low_prefix_cache_hit_rate,
+    _time_outside_engine,
+)
+
+
+def _in_window(records: Sequence[CallRecord], window: MetricsWindow) -> tuple[CallRecord, ...]:
+    if len(window.scrapes) == 1:
+        return tuple(records)
+    start, end = window.first.wall, window.last.wall
+    return tuple(r for r in records if start - 1.0 <= r.started_at <= end)
+
+
+def diagnose(
+    window: MetricsWindow, records: Sequence[CallRecord] = (), thresholds: Optional[Thresholds] = None
+) -> Diagnosis:
+    """Run every rule over ``window`` and the ``records`` that started in it."""
+    limits = thresholds or Thresholds()
+    if not isinstance(limits, Thresholds):
+        raise ValueError(f"thresholds must be a latencykit.vllm.Thresholds, got {thresholds!r}")
+    ev = Evidence(window, _in_window(records, window), limits)
+    findings = [f for f in (rule(ev) for rule in RULES) if f is not None]
+    summary = window.summary()
+    client, server, calls = _client_server_ttft(ev)
+    client_view = {"calls": len(ev.records), "client_ttft_mean_s": client, "server_ttft_mean_s": server}
+    if not findings:
+        evidence = {k: summary[k] for k in ("kv_cache_usage_max", "waiting_max", "prefix_cache_hit_rate", "spec_accepted_per_step")}
+        findings = [Finding("healthy", "Nothing limits the server in this window", evidence, "No action needed.")]
+    return Diagnosis(tuple(findings), summary, client_view)

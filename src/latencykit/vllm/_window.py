@@ -1,0 +1,173 @@
+"""`MetricsWindow`: what a server did between scrapes — counter deltas, rates, ratios, percentiles.
+
+Counters and histograms are differenced between the first and the last scrape of the
+window (a counter that went down means the server restarted: its current value is the
+delta, as in PromQL's ``increase``). Gauges (KV-cache usage, running and waiting
+requests) are instantaneous, so the window keeps every scrape and reports their mean and
+maximum over it. Server-side percentiles come from histogram bucket deltas and are exact
+only to a bucket's width; means (``sum / count``) are exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from ._metrics import Histogram, Scrape
+
+__all__ = ["MetricsWindow"]
+
+
+class MetricsWindow:
+    """The scrapes of one observation window, oldest first (at least one)."""
+
+    def __init__(self, scrapes: Sequence[Scrape], model: Optional[str] = None) -> None:
+        if not scrapes:
+            raise ValueError("a MetricsWindow needs at least one Scrape, got none")
+        self.scrapes = tuple(scrapes)
+        self.model = model
+
+    @property
+    def first(self) -> Scrape:
+        """The oldest scrape."""
+        return self.scrapes[0]
+
+    @property
+    def last(self) -> Scrape:
+        """The newest scrape."""
+        return self.scrapes[-1]
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds between the first and the last scrape."""
+        return self.last.at - self.first.at
+
+    @property
+    def server(self) -> str:
+        """``"vllm"``, ``"llamacpp"`` or ``"unknown"``."""
+        return self.last.server
+
+    # -- counters --------------------------------------------------------------------------
+    def delta(self, logical: str) -> Optional[float]:
+        """How much counter ``logical`` grew over the window; ``None`` if the server lacks it."""
+        end = self.last.counter(logical, self.model)
+        if end is None:
+            return None
+        start = self.first.counter(logical, self.model) if len(self.scrapes) > 1 else end
+        if start is None:
+            return end
+        return end - start if end >= start else end
+
+    def rate(self, logical: str) -> Optional[float]:
+        """Counter ``logical`` per second over the window (``None`` for a zero-length window)."""
+        d = self.delta(logical)
+        return d / self.elapsed if d is not None and self.elapsed > 0 else None
+
+    @staticmethod
+    def _ratio(num: Optional[float], den: Optional[float]) -> Optional[float]:
+        return num / den if num is not None and den else None
+
+    @property
+    def prefix_cache_hit_rate(self) -> Optional[float]:
+        """Prefix-cache hit rate in the window: hit tokens / queried tokens (vLLM counts tokens).
+
+        Falls back to V0's ``gpu_prefix_cache_hit_rate`` gauge, and on llama.cpp to cached /
+        (cached + computed) prompt tokens.
+        """
+        rate = self._ratio(self.delta("prefix_cache_hits"), self.delta("prefix_cache_queries"))
+        if rate is not None:
+            return rate
+        cached, computed = self.delta("prompt_tokens_cached"), self.delta("prompt_tokens_computed")
+        if cached is not None and computed is not None and cached + computed > 0:
+            return cached / (cached + computed)
+        return self.last.gauge("prefix_cache_hit_rate", self.model)
+
+    @property
+    def prefix_cache_queried_tokens(self) -> Optional[float]:
+        """Prompt tokens looked up in the prefix cache during the window."""
+        queried = self.delta("prefix_cache_queries")
+        if queried is not None:
+            return queried
+        cached, computed = self.delta("prompt_tokens_cached"), self.delta("prompt_tokens_computed")
+        return cached + computed if cached is not None and computed is not None else None
+
+    @property
+    def spec_acceptance_rate(self) -> Optional[float]:
+        """Accepted draft tokens / proposed draft tokens in the window."""
+        return self._ratio(self.delta("spec_accepted_tokens"), self.delta("spec_draft_tokens"))
+
+    @property
+    def spec_accepted_per_step(self) -> Optional[float]:
+        """Mean accepted draft tokens per verification step (vLLM's mean acceptance length − 1)."""
+        return self._ratio(self.delta("spec_accepted_tokens"), self.delta("spec_drafts"))
+
+    @property
+    def preemptions(self) -> Optional[float]:
+        """Requests preempted (KV blocks taken back) during the window."""
+        return self.delta("preemptions")
+
+    # -- histograms ------------------------------------------------------------------------
+    def histogram(self, logical: str) -> Optional[Histogram]:
+        """Histogram ``logical`` observed during the window (the whole history for one scrape)."""
+        end = self.last.histogram(logical, self.model)
+        if end is None or len(self.scrapes) == 1:
+            return end
+        start = self.first.histogram(logical, self.model)
+        return end if start is None else end.minus(start)
+
+    def quantile(self, logical: str, q: float) -> Optional[float]:
+        """Server-side quantile ``q`` of histogram ``logical`` in the window (bucket resolution)."""
+        h = self.histogram(logical)
+        return h.quantile(q) if h is not None else None
+
+    def mean(self, logical: str) -> Optional[float]:
+        """Exact server-side mean of histogram ``logical`` in the window."""
+        h = self.histogram(logical)
+        return h.mean if h is not None else None
+
+    # -- gauges ----------------------------------------------------------------------------
+    def _gauges(self, logical: str) -> list[float]:
+        values = (s.gauge(logical, self.model) for s in self.scrapes)
+        return [v for v in values if v is not None]
+
+    def gauge_max(self, logical: str) -> Optional[float]:
+        """The largest value of gauge ``logical`` seen in the window."""
+        values = self._gauges(logical)
+        return max(values) if values else None
+
+    def gauge_mean(self, logical: str) -> Optional[float]:
+        """The mean of gauge ``logical`` over the window's scrapes."""
+        values = self._gauges(logical)
+        return sum(values) / len(values) if values else None
+
+    def waiting_for_capacity_max(self) -> Optional[float]:
+        """The most requests seen waiting for KV-cache capacity (``reason="capacity"``)."""
+        values = [s.waiting_by_reason(self.model).get("capacity") for s in self.scrapes]
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
+    def summary(self) -> dict[str, Any]:
+        """The window's figures as a plain dict (``None`` where the server does not say)."""
+        return {
+            "server": self.server,
+            "elapsed_s": self.elapsed,
+            "scrapes": len(self.scrapes),
+            "kv_cache_usage_max": self.gauge_max("kv_cache_usage"),
+            "kv_cache_usage_mean": self.gauge_mean("kv_cache_usage"),
+            "running_max": self.gauge_max("running"),
+            "waiting_max": self.gauge_max("waiting"),
+            "waiting_mean": self.gauge_mean("waiting"),
+            "preemptions": self.preemptions,
+            "prompt_tokens_per_s": self.rate("prompt_tokens") or self.rate("prompt_tokens_computed"),
+            "generation_tokens_per_s": self.rate("generation_tokens"),
+            "requests_finished": self.delta("requests_finished"),
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "spec_acceptance_rate": self.spec_acceptance_rate,
+            "spec_accepted_per_step": self.spec_accepted_per_step,
+            "server_ttft_mean_s": self.mean("ttft"),
+            "server_ttft_p50_s": self.quantile("ttft", 0.5),
+            "server_ttft_p95_s": self.quantile("ttft", 0.95),
+            "server_itl_mean_s": self.mean("itl"),
+            "server_itl_p95_s": self.quantile("itl", 0.95),
+            "server_queue_time_mean_s": self.mean("queue_time"),
+            "server_queue_time_p95_s": self.quantile("queue_time", 0.95),
+        }
