@@ -86,6 +86,9 @@ class CallRecord:
     streamed: bool = True
     """The request went over the wire as a stream."""
     not_streamed_reason: Optional[str] = None
+    semantic_hit: Optional[bool] = None
+    """Semantic response cache: ``True`` answered from it, ``False`` looked up and missed,
+    ``None`` not looked up (no cache, or the call was not eligible)."""
     outcome: Outcome = "completed"
     error_type: Optional[str] = None
     """Class name of the exception for ``error`` / ``interrupted`` calls."""
