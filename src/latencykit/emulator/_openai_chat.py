@@ -3,6 +3,8 @@
 Shapes follow openai-stream-include-usage.yaml and openai-nonstream-cache-hit.yaml: a
 role-only first chunk in the preamble; `"usage": null` on every chunk plus a final
 `choices: []` usage chunk only when `stream_options.include_usage` is true; `data: [DONE]`.
+With `stream_options.continuous_usage_stats` as well (vLLM's option), every chunk carries the
+cumulative usage so far, so a client can count the tokens in each chunk.
 """
 
 from __future__ import annotations
@@ -43,18 +45,25 @@ class _Formatter:
     """Renders a plan as chat.completion.chunk events or a chat.completion body."""
 
     def __init__(
-        self, plan: GenerationPlan, completion_id: str, created: int, fingerprint: str, include_usage: bool
+        self, plan: GenerationPlan, completion_id: str, created: int, fingerprint: str, include_usage: bool,
+        continuous_usage: bool = False,
     ) -> None:
         self.plan = plan
         self.id = completion_id
         self.created = created
         self.fingerprint = fingerprint
         self.include_usage = include_usage
+        self.continuous_usage = include_usage and continuous_usage
+        self._generated = 0
         self._opened: set[int] = set()
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return self._frame([choice])
+        return self._frame([choice], self._running_usage() if self.continuous_usage else None)
+
+    def _running_usage(self) -> dict[str, Any]:
+        prompt = self.plan.prompt_tokens
+        return {"prompt_tokens": prompt, "completion_tokens": self._generated, "total_tokens": prompt + self._generated}
 
     def _frame(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
         data: dict[str, Any] = {
@@ -74,6 +83,7 @@ class _Formatter:
         return [self._chunk({"role": "assistant", "content": content, "refusal": None})]
 
     def chunk(self, units: Sequence[Unit]) -> list[bytes]:
+        self._generated += len(units)
         out: list[bytes] = []
         for seg_index, text in group_units(units):
             seg = self.plan.segments[seg_index]
@@ -172,9 +182,10 @@ class ChatAPI:
         seed, key = state.seed, plan.key
         options = body.get("stream_options")
         include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+        continuous = isinstance(options, Mapping) and options.get("continuous_usage_stats") is True
         formatter = _Formatter(
             plan, "chatcmpl-" + make_id(seed, key, "chatcmpl", 29), state.timestamp(),
-            "fp_" + make_hex_id(seed, "", "fingerprint", 10), include_usage,
+            "fp_" + make_hex_id(seed, "", "fingerprint", 10), include_usage, continuous,
         )  # fmt: skip
         return Prepared(plan, formatter, stream=body.get("stream") is True)
 

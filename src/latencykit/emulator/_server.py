@@ -82,6 +82,14 @@ async def _health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+def _lateness(state: ServerState) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        reset = request.query.get("reset") in ("1", "true")
+        return web.json_response({"lateness": state.engine.lateness(reset), "active_streams": state.stats.active_streams})
+
+    return handle
+
+
 async def _not_found(request: web.Request) -> web.Response:
     message = f"Unknown request URL: {request.method} {request.path}"
     return web.json_response(openai_error(404, message), status=404)
@@ -94,6 +102,7 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_post("/v1/chat/completions", _endpoint(OPENAI_CHAT, state))
     app.router.add_post("/v1/responses", _endpoint(OPENAI_RESPONSES, state))
     app.router.add_get("/health", _health)
+    app.router.add_get("/_emulator/lateness", _lateness(state))
     app.router.add_route("*", "/{tail:.*}", _not_found)
     return app
 
@@ -138,7 +147,8 @@ class Emulator:
     @property
     def base_url(self) -> str:
         """`http://host:port`, without a trailing slash; OpenAI clients need `+ "/v1"`."""
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal needs brackets
+        return f"http://{host}:{self.port}"
 
     @property
     def requests(self) -> list[RequestRecord]:
@@ -149,6 +159,11 @@ class Emulator:
     def stats(self) -> EmulatorStats:
         """Live counters (requests_total, active_streams, max_active_streams, connections_closed_early)."""
         return self._state.stats
+
+    def chunk_lateness(self, reset: bool = False) -> dict[str, dict[str, float | int | None]]:
+        """How late chunks left against their deadlines, in seconds: ``{"first": {...}, "later": {...}}``
+        with count, p50, p99 and max (also ``GET /_emulator/lateness[?reset=1]``)."""
+        return self._state.engine.lateness(reset)
 
     def start(self) -> Emulator:
         """Bind the port and start serving in a daemon thread; returns self."""
@@ -232,13 +247,15 @@ class Emulator:
 def serve(
     host: str = "127.0.0.1", port: int = 8000, timing: TimingModel | None = None, seed: int = 0
 ) -> None:
-    """Run an emulator in the foreground until interrupted (used by `latencykit emulator`)."""
+    """Run an emulator in the foreground until interrupted (used by `latencykit emulator`).
+
+    ``OSError`` if the address cannot be bound (port in use, unknown host); the
+    ``KeyboardInterrupt`` that stops it propagates once the server is stopped.
+    """
     emulator = Emulator(timing=timing, seed=seed, host=host, port=port).start()
     print(f"latencykit emulator listening on {emulator.base_url}", flush=True)
     try:
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
     finally:
         emulator.stop()

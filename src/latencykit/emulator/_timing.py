@@ -17,9 +17,10 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..telemetry._sketch import PercentileSketch
 from ._overrides import RequestOverrides
 
-__all__ = ["Engine", "TimingModel"]
+__all__ = ["IDEAL_TIMING", "Engine", "TimingModel"]
 
 _U = TypeVar("_U")
 
@@ -51,6 +52,21 @@ class TimingModel:
             raise ValueError(f"TimingModel.output_tokens must be an int >= 0, got {self.output_tokens!r}")
 
 
+IDEAL_TIMING = TimingModel(
+    base_ttft=0.2,
+    prefill_per_token=0.0,
+    decode_per_token=0.01,
+    tokens_per_chunk=1,
+    max_concurrency=100_000,
+    batch_slowdown=0.0,
+    jitter=0.0,
+    output_tokens=30,
+)
+"""The calibration preset (``latencykit bench emulator --ideal``): the truth does not depend on
+load. TTFT 200 ms after the request is read, one token every 10 ms, one token per chunk, 30
+tokens, so E2E = 490 ms; no prefill cost, no batch slowdown, no slot queue, no jitter."""
+
+
 def chunked(units: Sequence[_U], size: int) -> list[Sequence[_U]]:
     """Split `units` into consecutive groups of at most `size`."""
     return [units[i : i + size] for i in range(0, len(units), size)]
@@ -64,6 +80,20 @@ class Engine:
         self.active = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._rng = random.Random(f"latencykit-emulator-jitter:{seed}")
+        # How late each chunk left against its deadline: server-side lateness, so a benchmark
+        # can tell a late server (CPU starved) from a late client.
+        self.late_first = PercentileSketch()
+        self.late_later = PercentileSketch()
+
+    def lateness(self, reset: bool = False) -> dict[str, dict[str, float | int | None]]:
+        """Seconds each chunk left after its deadline: ``first`` chunks and ``later`` ones (count, p50, p99, max)."""
+        out: dict[str, dict[str, float | int | None]] = {}
+        for name, sketch in (("first", self.late_first), ("later", self.late_later)):
+            p50, p99 = sketch.quantiles([0.5, 0.99])
+            out[name] = {"count": sketch.count, "p50": p50, "p99": p99, "max": sketch.max}
+        if reset:
+            self.late_first, self.late_later = PercentileSketch(), PercentileSketch()
+        return out
 
     async def acquire(self) -> None:
         """Wait in FIFO order for a decode slot."""
@@ -126,6 +156,7 @@ class Engine:
                 if i:
                     deadline += sum(self.decode_step(overrides) for _ in chunk)
                 await _sleep_until(loop, deadline)
+                (self.late_later if i else self.late_first).add(max(loop.time() - deadline, 0.0))
                 yield chunk
         finally:
             self.release()

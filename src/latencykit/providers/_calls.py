@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, TypeVar
 
@@ -26,6 +27,7 @@ __all__ = [
     "given",
     "helper_method",
     "sending",
+    "in_flight",
     "sdk_client",
     "attempts",
 ]
@@ -72,12 +74,25 @@ class _CallSpan:
         self.start_ns = start_ns
 
 
+_IN_FLIGHT: ContextVar[bool] = ContextVar("latencykit_in_flight", default=False)
+
+
 @contextmanager
 def sending(timer: CallTimer) -> Iterator[None]:
-    """While the SDK sends the request, the call's span is the current span."""
+    """While the SDK sends the request, the call's span is the current span and the call is
+    marked as observed, so the client's ``request()`` catch-all does not record it again."""
     ctx = timer.context
-    with current_span(ctx.span if isinstance(ctx, _CallSpan) else None):
-        yield
+    token = _IN_FLIGHT.set(True)
+    try:
+        with current_span(ctx.span if isinstance(ctx, _CallSpan) else None):
+            yield
+    finally:
+        _IN_FLIGHT.reset(token)
+
+
+def in_flight() -> bool:
+    """Whether a latencykit-observed call is being sent on this thread / task right now."""
+    return _IN_FLIGHT.get()
 
 
 ONCE = RetryPolicy(max_attempts=1, retry_interrupted=False)

@@ -1,10 +1,11 @@
 """latencykit client classes, built the same way for every SDK client class and variant.
 
 A latencykit client *is* an SDK client: ``lk.Anthropic`` is a direct subclass of
-``anthropic.Anthropic`` that replaces only the resources it observes (``messages``;
-``chat`` and ``responses``) and adds ``latency``. Everything else — ``beta``, ``models``,
-``with_raw_response``, middleware, retries — is the SDK's own. ``copy()`` /
-``with_options()`` keep the same Recorder.
+``anthropic.Anthropic`` that replaces only the resources it streams itself (``messages`` and
+``beta.messages``; ``chat``, ``beta.chat`` and ``responses``), overrides ``request()`` to record
+every other model call (`_http`: ``with_raw_response``, ``with_streaming_response``,
+``client.post()``, ...), and adds ``latency``. Everything else — ``models``, middleware,
+retries — is the SDK's own. ``copy()`` / ``with_options()`` keep the same Recorder.
 
 `wrap()` gives an existing client (``AnthropicBedrock``, ``AzureOpenAI``, ...) the same
 treatment: a shallow clone re-classed to a direct subclass of its class. Direct
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import copy as _copy
 import functools
+import inspect
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
 from ..telemetry._recorder import Recorder
@@ -24,6 +26,7 @@ from ..core._retry import RetryPolicy
 from ..telemetry._otel import Telemetry, default_telemetry
 from ._caching import resolve_cache
 from ._calls import Settings
+from ._http import Endpoints, async_request, sync_request
 
 __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "LatencyClientOptions"]
 
@@ -117,8 +120,14 @@ def _latency(self: Any) -> Recorder:
 _classes: dict[type, type] = {}
 
 
-def client_class(base: type, resources: dict[str, Callable[[Any], Any]], provider: str, doc: str = "") -> type:
-    """The latencykit subclass of SDK client class ``base`` (cached per base)."""
+def client_class(
+    base: type, resources: dict[str, Callable[[Any], Any]], provider: str, doc: str = "", endpoints: Optional[Endpoints] = None
+) -> type:
+    """The latencykit subclass of SDK client class ``base`` (cached per base).
+
+    ``resources`` replace the SDK's (the paths latencykit streams itself); ``endpoints`` are
+    the model endpoints whose other calls ``request()`` records.
+    """
     cls = _classes.get(base)
     if cls is not None:
         return cls
@@ -130,8 +139,10 @@ def client_class(base: type, resources: dict[str, Callable[[Any], Any]], provide
         "copy": _copy_client,
         "with_options": _copy_client,
         "latency": property(_latency),
+        "request": async_request if inspect.iscoroutinefunction(base.request) else sync_request,  # type: ignore[attr-defined]
         "_lk_sdk_base": base,
         "_lk_provider": provider,
+        "_lk_endpoints": dict(endpoints or {}),
     }
     for attr, factory in resources.items():
         namespace[attr] = functools.cached_property(factory)

@@ -1,19 +1,26 @@
-"""Anthropic Messages: the event tap, the observed ``messages`` resource, and the clients.
+"""Anthropic Messages: the event tap, the observed ``messages`` / ``beta.messages`` resources, and the clients.
 
 ``messages.create(stream=False)`` is sent as a stream and reassembled with the SDK's own
 ``accumulate_event`` into the exact ``anthropic.types.Message``; ``create(stream=True)``
 returns the SDK's ``Stream`` observed in place; ``messages.stream()`` returns the SDK's
 ``MessageStreamManager`` whose raw stream is observed when the ``with`` block opens.
+``beta.messages`` is the same with the SDK's beta accumulator and ``BetaMessage`` types.
+Raw responses and ``client.post()`` calls are recorded by the client's ``request()`` (`_http`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Mapping, Optional
 
 import anthropic
+from anthropic.lib.streaming._beta_messages import accumulate_event as accumulate_beta_event
 from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.resources.beta import AsyncBeta, Beta
+from anthropic.resources.beta.messages import AsyncMessages as AsyncBetaMessages, Messages as BetaMessages
 from anthropic.resources.messages import AsyncMessages, Messages
 from anthropic.types import Message
+from anthropic.types.beta import BetaMessage
 
 from .._errors import IncompleteStreamError, PartialOutput
 from ..core._record import CallRecord
@@ -33,11 +40,12 @@ from ._calls import (
 )
 from ._engine import acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
 from ._client import LatencyClientOptions, client_class
+from ._http import Endpoint
 from ._managers import wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
 from ._tap import Tap
 
-__all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator"]
+__all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator", "BetaMessageAccumulator"]
 
 _API = "messages"
 
@@ -118,6 +126,8 @@ class MessageAccumulator:
     """Folds raw stream events into the ``Message`` a non-streaming call returns (SDK accumulator)."""
 
     __slots__ = ("_snapshot", "_json_bufs")
+    message_type: ClassVar[Any] = Message
+    """What the snapshot is built as (``BetaMessage`` for ``beta.messages``)."""
 
     def __init__(self) -> None:
         self._snapshot: Any = None
@@ -129,7 +139,10 @@ class MessageAccumulator:
 
     def snapshot(self) -> Optional[Message]:
         """The message so far, or ``None`` before ``message_start``."""
-        return None if self._snapshot is None else Message.construct(**self._snapshot.to_dict())
+        if self._snapshot is None:
+            return None
+        message: Message = self.message_type.construct(**self._snapshot.to_dict())
+        return message
 
     def result(self, complete: bool) -> Message:
         """The reassembled ``anthropic.types.Message``; raises if the stream was cut short."""
@@ -137,6 +150,37 @@ class MessageAccumulator:
         if not complete or partial is None:
             raise IncompleteStreamError("the stream ended before message_stop", partial)
         return partial
+
+
+class BetaMessageAccumulator(MessageAccumulator):
+    """`MessageAccumulator` for ``beta.messages``: the SDK's beta accumulator, a ``BetaMessage``."""
+
+    __slots__ = ("_headers",)
+    message_type = BetaMessage
+
+    def __init__(self, kwargs: Mapping[str, Any]) -> None:
+        super().__init__()
+        # The beta accumulator reads the request's anthropic-beta header (fine-grained tool
+        # streaming changes how partial tool JSON is parsed): rebuilt as the SDK sends it.
+        self._headers: Any = {"anthropic-beta": _beta_header(kwargs)}
+
+    def feed(self, event: Any) -> None:
+        """Accumulate one raw event."""
+        self._snapshot = accumulate_beta_event(
+            event=event, current_snapshot=self._snapshot, json_bufs=self._json_bufs, request_headers=self._headers
+        )
+
+
+def _beta_header(kwargs: Mapping[str, Any]) -> str:
+    """The ``anthropic-beta`` header a ``beta.messages`` call sends: ``betas=``, unless ``extra_headers`` sets it."""
+    betas = kwargs.get("betas")
+    value = ",".join(str(b) for b in betas) if given(betas) and betas is not None else ""
+    extra = kwargs.get("extra_headers")
+    if isinstance(extra, Mapping):
+        for key, item in extra.items():
+            if isinstance(key, str) and key.lower() == "anthropic-beta" and isinstance(item, str):
+                value = item
+    return value
 
 
 def _read_diagnostics(rec: CallRecord, diagnostics: Any) -> None:
@@ -217,95 +261,173 @@ def _raw_stream(helper: Any) -> Any:
     return helper._raw_stream
 
 
+class _Flavor:
+    """What differs between ``messages`` and ``beta.messages``: the SDK methods and the accumulator."""
+
+    __slots__ = ("target", "create", "stream", "acreate", "astream", "accumulator")
+
+    def __init__(self, target: Callable[[Any], Any], sync_cls: Any, async_cls: Any, accumulator: Callable[[dict[str, Any]], Any]) -> None:
+        self.target = target
+        self.create, self.stream = sync_cls.create, sync_cls.stream
+        self.acreate, self.astream = async_cls.create, async_cls.stream
+        self.accumulator = accumulator
+
+
+_PLAIN = _Flavor(lambda client: client.messages, Messages, AsyncMessages, lambda kwargs: MessageAccumulator())
+_BETA = _Flavor(lambda client: client.beta.messages, BetaMessages, AsyncBetaMessages, lambda kwargs: BetaMessageAccumulator(kwargs))
+
+
+def _create(flavor: _Flavor, resource: Any, kwargs: dict[str, Any]) -> Any:
+    """One ``create()``: streamed and reassembled, or passed through (sync)."""
+    if raw_response_requested(kwargs):
+        return flavor.create(resource, **kwargs)  # a raw response: recorded by the client's request()
+    client: Any = resource._client
+    kwargs, finish = prepare(client, _API, kwargs)
+    reason = _not_streamable(kwargs)
+    if reason is not None:
+        timer = _begin(client, "create", kwargs, reason, finish)
+        return passthrough(timer, lambda: flavor.create(resource, **kwargs), _on_message)
+    caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
+    tap = AnthropicTap(_begin(client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish))
+    target = flavor.target(sdk_client(client))
+    request = {**kwargs, "stream": True}
+    send = lambda: flavor.create(target, **request)  # noqa: E731
+    policy = client._lk.retry
+    if caller_streams:
+        if policy is None:
+            return open_stream(tap, send)
+        return open_stream_retrying(tap, send, policy, attempts(client))
+    return complete_retrying(tap, send, policy or _ONCE, attempts(client), lambda: flavor.accumulator(kwargs))
+
+
+async def _acreate(flavor: _Flavor, resource: Any, kwargs: dict[str, Any]) -> Any:
+    """Async twin of `_create`."""
+    if raw_response_requested(kwargs):
+        return await flavor.acreate(resource, **kwargs)
+    client: Any = resource._client
+    kwargs, finish = prepare(client, _API, kwargs)
+    reason = _not_streamable(kwargs)
+    if reason is not None:
+        timer = _begin(client, "create", kwargs, reason, finish)
+        return await apassthrough(timer, lambda: flavor.acreate(resource, **kwargs), _on_message)
+    caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
+    tap = AnthropicTap(_begin(client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish))
+    target = flavor.target(sdk_client(client))
+    request = {**kwargs, "stream": True}
+    send = lambda: flavor.acreate(target, **request)  # noqa: E731
+    policy = client._lk.retry
+    if caller_streams:
+        if policy is None:
+            return await aopen_stream(tap, send)
+        return await aopen_stream_retrying(tap, send, policy, attempts(client))
+    return await acomplete_retrying(tap, send, policy or _ONCE, attempts(client), lambda: flavor.accumulator(kwargs))
+
+
+def _stream(flavor: _Flavor, resource: Any, kwargs: dict[str, Any], method: str = "stream") -> Any:
+    """The SDK's stream manager, observed from the moment its ``with`` block opens."""
+    client: Any = resource._client
+    kwargs, finish = prepare(client, _API, kwargs)
+    inner = flavor.stream(flavor.target(sdk_client(client)), **kwargs)
+    return wrap_manager(inner, _stream_hook(client, kwargs, method, finish))
+
+
+def _astream(flavor: _Flavor, resource: Any, kwargs: dict[str, Any], method: str = "stream") -> Any:
+    """Async twin of `_stream`: a fresh SDK manager per attempt (an async one awaits a coroutine made once)."""
+    client: Any = resource._client
+    kwargs, finish = prepare(client, _API, kwargs)
+
+    def remake() -> Any:
+        return flavor.astream(flavor.target(sdk_client(client)), **kwargs)
+
+    return wrap_async_manager(remake(), _async_stream_hook(client, kwargs, method, finish), remake)
+
+
+def _parse(flavor: _Flavor, resource: Any, base: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    # Structured output through the SDK's stream helper: it parses at content_block_stop,
+    # as parse() does at the end, and returns the same ParsedMessage.
+    if raw_response_requested(kwargs):
+        return base(resource, **kwargs)
+    with _stream(flavor, resource, kwargs, "parse") as stream:
+        return stream.get_final_message()
+
+
+async def _aparse(flavor: _Flavor, resource: Any, base: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]) -> Any:
+    if raw_response_requested(kwargs):
+        return await base(resource, **kwargs)
+    async with _astream(flavor, resource, kwargs, "parse") as stream:
+        return await stream.get_final_message()
+
+
 class _Messages(Messages):
     """``client.messages`` that always streams and times every call."""
 
     def create(self, **kwargs: Any) -> Any:
-        if raw_response_requested(kwargs):
-            return super().create(**kwargs)
-        client: Any = self._client
-        kwargs, finish = prepare(client, _API, kwargs)
-        reason = _not_streamable(kwargs)
-        if reason is not None:
-            timer = _begin(client, "create", kwargs, reason, finish)
-            return passthrough(timer, lambda: super(_Messages, self).create(**kwargs), _on_message)
-        caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-        tap = AnthropicTap(_begin(client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish))
-        target = sdk_client(client).messages
-        request = {**kwargs, "stream": True}
-        send = lambda: Messages.create(target, **request)  # noqa: E731
-        policy = client._lk.retry
-        if caller_streams:
-            if policy is None:
-                return open_stream(tap, send)
-            return open_stream_retrying(tap, send, policy, attempts(client))
-        return complete_retrying(tap, send, policy or _ONCE, attempts(client), MessageAccumulator)
+        return _create(_PLAIN, self, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
-        kwargs, finish = prepare(self._client, _API, kwargs)
-        inner = Messages.stream(sdk_client(self._client).messages, **kwargs)
-        return wrap_manager(inner, _stream_hook(self._client, kwargs, "stream", finish))
+        return _stream(_PLAIN, self, kwargs)
 
     def parse(self, **kwargs: Any) -> Any:
-        # Structured output through the SDK's stream helper: it parses at content_block_stop,
-        # as parse() does at the end, and returns the same ParsedMessage.
-        if raw_response_requested(kwargs):
-            return super().parse(**kwargs)
-        kwargs, finish = prepare(self._client, _API, kwargs)
-        inner = Messages.stream(sdk_client(self._client).messages, **kwargs)
-        with wrap_manager(inner, _stream_hook(self._client, kwargs, "parse", finish)) as stream:
-            return stream.get_final_message()
-
-
-def _remake(client: Any, kwargs: dict[str, Any]) -> Callable[[], Any]:
-    """A fresh SDK stream manager per attempt: an async one awaits a coroutine made once."""
-
-    def remake() -> Any:
-        return AsyncMessages.stream(sdk_client(client).messages, **kwargs)
-
-    return remake
+        return _parse(_PLAIN, self, Messages.parse, kwargs)
 
 
 class _AsyncMessages(AsyncMessages):
     """Async ``client.messages`` that always streams and times every call."""
 
     async def create(self, **kwargs: Any) -> Any:
-        if raw_response_requested(kwargs):
-            return await super().create(**kwargs)
-        client: Any = self._client
-        kwargs, finish = prepare(client, _API, kwargs)
-        reason = _not_streamable(kwargs)
-        if reason is not None:
-            timer = _begin(client, "create", kwargs, reason, finish)
-            return await apassthrough(timer, lambda: super(_AsyncMessages, self).create(**kwargs), _on_message)
-        caller_streams = given(kwargs.get("stream")) and bool(kwargs["stream"])
-        tap = AnthropicTap(_begin(client, "create(stream=True)" if caller_streams else "create", kwargs, finish=finish))
-        target = sdk_client(client).messages
-        request = {**kwargs, "stream": True}
-        send = lambda: AsyncMessages.create(target, **request)  # noqa: E731
-        policy = client._lk.retry
-        if caller_streams:
-            if policy is None:
-                return await aopen_stream(tap, send)
-            return await aopen_stream_retrying(tap, send, policy, attempts(client))
-        return await acomplete_retrying(tap, send, policy or _ONCE, attempts(client), MessageAccumulator)
+        return await _acreate(_PLAIN, self, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
-        kwargs, finish = prepare(self._client, _API, kwargs)
-        remake = _remake(self._client, kwargs)
-        return wrap_async_manager(remake(), _async_stream_hook(self._client, kwargs, "stream", finish), remake)
+        return _astream(_PLAIN, self, kwargs)
 
     async def parse(self, **kwargs: Any) -> Any:
-        if raw_response_requested(kwargs):
-            return await super().parse(**kwargs)
-        kwargs, finish = prepare(self._client, _API, kwargs)
-        remake = _remake(self._client, kwargs)
-        async with wrap_async_manager(remake(), _async_stream_hook(self._client, kwargs, "parse", finish), remake) as stream:
-            return await stream.get_final_message()
+        return await _aparse(_PLAIN, self, AsyncMessages.parse, kwargs)
 
 
-RESOURCES = {"messages": _Messages}
-ASYNC_RESOURCES = {"messages": _AsyncMessages}
+class _BetaMessages(BetaMessages):
+    """``client.beta.messages`` that always streams and times every call (``BetaMessage`` types)."""
+
+    def create(self, **kwargs: Any) -> Any:
+        return _create(_BETA, self, kwargs)
+
+    def stream(self, **kwargs: Any) -> Any:
+        return _stream(_BETA, self, kwargs)
+
+    def parse(self, **kwargs: Any) -> Any:
+        return _parse(_BETA, self, BetaMessages.parse, kwargs)
+
+
+class _AsyncBetaMessages(AsyncBetaMessages):
+    """Async ``client.beta.messages`` that always streams and times every call."""
+
+    async def create(self, **kwargs: Any) -> Any:
+        return await _acreate(_BETA, self, kwargs)
+
+    def stream(self, **kwargs: Any) -> Any:
+        return _astream(_BETA, self, kwargs)
+
+    async def parse(self, **kwargs: Any) -> Any:
+        return await _aparse(_BETA, self, AsyncBetaMessages.parse, kwargs)
+
+
+class _Beta(Beta):
+    @cached_property
+    def messages(self) -> BetaMessages:
+        """The observed beta Messages resource."""
+        return _BetaMessages(self._client)
+
+
+class _AsyncBeta(AsyncBeta):
+    @cached_property
+    def messages(self) -> AsyncBetaMessages:
+        """The observed async beta Messages resource."""
+        return _AsyncBetaMessages(self._client)
+
+
+RESOURCES = {"messages": _Messages, "beta": _Beta}
+ASYNC_RESOURCES = {"messages": _AsyncMessages, "beta": _AsyncBeta}
+ENDPOINTS = {"/messages": Endpoint("messages", AnthropicTap, _on_message, Message)}
+"""Calls to ``…/messages`` that no observed method sent (raw responses, ``client.post()``) are recorded by ``request()``."""
 
 if TYPE_CHECKING:
 
@@ -322,6 +444,7 @@ else:
         "anthropic",
         "``anthropic.Anthropic`` that always streams and records every call in ``client.latency``.\n\n"
         "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
+        endpoints=ENDPOINTS,
     )
     AsyncAnthropic = client_class(
         anthropic.AsyncAnthropic,
@@ -329,4 +452,5 @@ else:
         "anthropic",
         "``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``.\n\n"
         "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
+        endpoints=ENDPOINTS,
     )

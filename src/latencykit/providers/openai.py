@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
+from openai.resources.beta import AsyncBeta, Beta
 from openai.resources.responses import AsyncResponses, Responses
 from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
 
 from .._errors import IncompleteStreamError, PartialOutput
 from ..core._record import CallRecord
@@ -38,6 +40,7 @@ from ._calls import (
 )
 from ._engine import Accumulator, acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
 from ._client import LatencyClientOptions, client_class
+from ._http import Endpoint
 from ._managers import finalize_on_close, wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
 from ._tap import Tap
@@ -548,8 +551,27 @@ class _AsyncChat(AsyncChat):
         return _AsyncCompletions(self._client)
 
 
-RESOURCES = {"chat": _Chat, "responses": _Responses}
-ASYNC_RESOURCES = {"chat": _AsyncChat, "responses": _AsyncResponses}
+class _Beta(Beta):
+    @cached_property
+    def chat(self) -> Chat:
+        """The observed Chat resource (``client.beta.chat`` is the same API)."""
+        return _Chat(self._client)
+
+
+class _AsyncBeta(AsyncBeta):
+    @cached_property
+    def chat(self) -> AsyncChat:
+        """The observed async Chat resource."""
+        return _AsyncChat(self._client)
+
+
+RESOURCES = {"chat": _Chat, "responses": _Responses, "beta": _Beta}
+ASYNC_RESOURCES = {"chat": _AsyncChat, "responses": _AsyncResponses, "beta": _AsyncBeta}
+ENDPOINTS = {
+    "/chat/completions": Endpoint("chat.completions", lambda timer: ChatTap(timer, hide_usage=False), _on_completion, ChatCompletion),
+    "/responses": Endpoint("responses", ResponsesTap, _on_response, Response),
+}
+"""Model calls no observed method sent (raw responses, ``client.post()``, ``beta.responses``) are recorded by ``request()``."""
 
 if TYPE_CHECKING:
 
@@ -566,6 +588,7 @@ else:
         "openai",
         "``openai.OpenAI`` that always streams and records every call in ``client.latency``.\n\n"
         "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
+        endpoints=ENDPOINTS,
     )
     AsyncOpenAI = client_class(
         openai.AsyncOpenAI,
@@ -573,4 +596,5 @@ else:
         "openai",
         "``openai.AsyncOpenAI`` that always streams and records every call in ``client.latency``.\n\n"
         "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
+        endpoints=ENDPOINTS,
     )

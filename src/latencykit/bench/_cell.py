@@ -1,0 +1,299 @@
+"""`Cell` (one strategy at one load level) and `BenchRun` (a run file): data, merge, derived figures.
+
+A cell keeps every request's sample (JSON-friendly dicts) and one mergeable sketch per
+`SKETCHED` metric, so run files from several workers or machines merge exactly
+(`BenchRun.merge`): samples concatenate, sketches add bucket by bucket, counts add, and the
+measurement window spans them all (wall-clock, so machines need synchronized clocks).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from ..telemetry._sketch import PercentileSketch
+from ..telemetry._slo import BATCH_E2E, CHAT_TTFT, CODE_COMPLETION_TTFT, SLO
+from ._load import SKETCHED, CellResult, new_sketches
+from ._stats import Pct, percentiles
+
+__all__ = ["BenchRun", "Cell", "FORMAT", "SLO_PRESETS"]
+
+FORMAT = "latencykit-bench/1"
+SLO_PRESETS: tuple[SLO, ...] = (CHAT_TTFT, CODE_COMPLETION_TTFT, BATCH_E2E)
+
+
+@dataclass
+class Cell:
+    """One strategy (levers + labels) at one load level, measured by one or more workers."""
+
+    strategy: dict[str, str]
+    labels: dict[str, str]
+    load: dict[str, Any]
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    sketches: dict[str, PercentileSketch] = field(default_factory=new_sketches)
+    control: dict[str, PercentileSketch] = field(default_factory=new_sketches)
+    """Sketches of the thin-reader control requests interleaved in the same cell (if any)."""
+    scheduled: int = 0
+    unsent_waits: list[float] = field(default_factory=list)
+    window: list[Optional[float]] = field(default_factory=lambda: [None, None])
+    health: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per worker process: cpu_s, wall_s, cores, loop lag, dispatcher lateness."""
+    server: Optional[dict[str, Any]] = None
+    """Emulator chunk lateness (seconds) when the target is the emulator."""
+    warnings: list[str] = field(default_factory=list)
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        """``cache=auto client=latencykit`` plus free labels: what the comparison table calls it."""
+        parts = [f"{k}={v}" for k, v in sorted(self.strategy.items())] + [f"{k}={v}" for k, v in sorted(self.labels.items())]
+        return " ".join(parts) or "baseline"
+
+    @property
+    def level(self) -> str:
+        """``c=16``, ``rate=40/s c≤8`` ..."""
+        load = self.load
+        if load.get("mode") == "open":
+            rate = load.get("rate")
+            head = f"rate={rate:g}/s" if rate else "recorded times"
+            return head + (f" c<={load['concurrency']}" if load.get("concurrency") else "")
+        return f"c={load.get('concurrency')}"
+
+    @property
+    def key(self) -> str:
+        """Label and level: cells with equal keys merge."""
+        return f"{self.label} @ {self.level}"
+
+    # -- building ---------------------------------------------------------------------------
+    def absorb(self, result: CellResult) -> None:
+        """Add one worker's result."""
+        self.samples.extend(result.samples)
+        for m, sk in result.sketches.items():
+            self.sketches[m].merge(sk)
+        for m, sk in result.control.items():
+            self.control[m].merge(sk)
+        self.scheduled += result.scheduled
+        self.unsent_waits.extend(result.unsent_waits)
+        self._widen(result.window)
+        self.health.append(result.health)
+
+    def _widen(self, window: Sequence[Optional[float]]) -> None:
+        a, b = window
+        lo, hi = self.window
+        self.window = [a if lo is None else lo if a is None else min(lo, a), b if hi is None else hi if b is None else max(hi, b)]
+
+    def merge(self, other: "Cell") -> None:
+        """Add another cell's requests (same key): exact for the sketches."""
+        if other.key != self.key:
+            raise ValueError(f"cannot merge cell {other.key!r} into {self.key!r}")
+        self.samples.extend(other.samples)
+        for m in SKETCHED:
+            self.sketches[m].merge(other.sketches[m])
+            self.control[m].merge(other.control[m])
+        self.scheduled += other.scheduled
+        self.unsent_waits.extend(other.unsent_waits)
+        self._widen(other.window)
+        self.health.extend(other.health)
+        if other.server is not None:
+            self.server = self.server or other.server
+        self.warnings.extend(w for w in other.warnings if w not in self.warnings)
+
+    # -- derived figures ----------------------------------------------------------------------
+    @property
+    def measured(self) -> list[dict[str, Any]]:
+        """Samples outside the warm-up (and not control requests)."""
+        return [s for s in self.samples if not s["warmup"] and s.get("client") != "thin"]
+
+    def pct(self, metric: str) -> dict[float, Pct]:
+        """Percentiles with CIs of a sketched metric."""
+        return percentiles(self.sketches[metric])
+
+    def value(self, metric: str, q: float) -> Optional[float]:
+        """One percentile value (``None`` if no data)."""
+        return percentiles(self.sketches[metric], [q])[q].value
+
+    @property
+    def window_s(self) -> Optional[float]:
+        """Seconds from the first measured send to the last measured completion."""
+        a, b = self.window
+        return None if a is None or b is None or b <= a else b - a
+
+    def throughput(self) -> dict[str, Optional[float]]:
+        """Offered and achieved rates, completed requests and output tokens per second."""
+        meas = self.measured
+        done = [s for s in meas if s["outcome"] == "completed"]
+        w = self.window_s
+        sends = sorted(s["sent"] for s in meas)
+        span = sends[-1] - sends[0] if len(sends) > 1 else None
+        return {
+            "offered_rps": self.load.get("rate") if self.load.get("mode") == "open" else None,
+            "sent_rps": (len(sends) - 1) / span if span else None,
+            "completed_rps": len(done) / w if w else None,
+            "output_tps": sum(s["out_tok"] or 0 for s in done) / w if w else None,
+        }
+
+    def goodput(self, slos: Iterable[SLO] = SLO_PRESETS) -> list[dict[str, Any]]:
+        """Per SLO: share of measured requests meeting it (latency from the intended send) and good requests/s."""
+        meas = self.measured
+        w = self.window_s
+        out = []
+        for slo in slos:
+            good = sum(1 for s in meas if s["outcome"] == "completed" and s.get(slo.metric) is not None and s[slo.metric] <= slo.threshold)
+            out.append({"slo": slo.label, "attainment": good / len(meas) if meas else None, "good_rps": good / w if w else None})
+        return out
+
+    def split(self, key: str) -> dict[str, PercentileSketch]:
+        """Headline TTFT sketched per group: ``key="cache"`` (hit / miss / unreported) or ``"cold"`` (cold / warm)."""
+        groups: dict[str, PercentileSketch] = {}
+        for s in self.measured:
+            if s["ttft"] is None:
+                continue
+            if key == "cache":
+                g = "unreported" if s["cache_read"] is None else "hit" if s["cache_read"] > 0 else "miss"
+            else:
+                g = "cold" if s["cold"] else "warm"
+            groups.setdefault(g, PercentileSketch()).add(s["ttft"])
+        return groups
+
+    def outcomes(self) -> dict[str, int]:
+        """Requests per outcome, errors by kind (``error: RateLimitError 429``)."""
+        out: dict[str, int] = {}
+        for s in self.measured:
+            k = s["outcome"] if s["outcome"] == "completed" else f"{s['outcome']}: {s['error'] or '?'}"
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    def verdicts(self) -> dict[str, int]:
+        """latencykit's cache verdict per measured request."""
+        out: dict[str, int] = {}
+        for s in self.measured:
+            if s.get("verdict"):
+                out[s["verdict"]] = out.get(s["verdict"], 0) + 1
+        return out
+
+    @property
+    def client_bound(self) -> bool:
+        """Whether the client limited or distorted the figures: marked client-bound or client-starved (see `warnings`)."""
+        return any(w.startswith(("client-bound", "client-starved")) for w in self.warnings)
+
+    # -- serialization --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly state."""
+        return {
+            "strategy": self.strategy, "labels": self.labels, "load": self.load, "scheduled": self.scheduled,
+            "unsent_waits": self.unsent_waits, "window": self.window, "health": self.health, "server": self.server,
+            "warnings": self.warnings, "sketches": {m: s.to_dict() for m, s in self.sketches.items()},
+            "control": {m: s.to_dict() for m, s in self.control.items() if s.count},
+            "samples": self.samples,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Cell":
+        """Inverse of `to_dict`."""
+        control = new_sketches()
+        control.update({m: PercentileSketch.from_dict(s) for m, s in d.get("control", {}).items()})
+        sketches = new_sketches()
+        sketches.update({m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()})
+        return cls(dict(d["strategy"]), dict(d["labels"]), dict(d["load"]), list(d["samples"]), sketches, control,
+                   int(d["scheduled"]), list(d["unsent_waits"]), list(d["window"]), list(d["health"]), d.get("server"),
+                   list(d.get("warnings", [])))  # fmt: skip
+
+
+@dataclass
+class BenchRun:
+    """A benchmark run: configuration, environment and cells; what ``--out`` writes and `load` reads."""
+
+    config: dict[str, Any]
+    env: dict[str, Any]
+    cells: list[Cell]
+
+    @property
+    def emulated(self) -> bool:
+        """Whether the target was the emulator (every figure is then emulated)."""
+        return bool(self.config.get("target", {}).get("emulated"))
+
+    def cell(self, key: Optional[str] = None) -> Cell:
+        """The cell with this key (or label), or the only / first one."""
+        if key is None:
+            return self.cells[0]
+        for c in self.cells:
+            if key in (c.key, c.label):
+                return c
+        raise KeyError(f"no cell {key!r}; cells: {[c.key for c in self.cells]}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly state."""
+        return {"format": FORMAT, "config": self.config, "env": self.env, "cells": [c.to_dict() for c in self.cells]}
+
+    def save(self, path: Union[str, Path]) -> Path:
+        """Write the run file (JSON)."""
+        p = Path(path)
+        p.write_text(json.dumps(self.to_dict(), separators=(",", ":")))
+        return p
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BenchRun":
+        """Inverse of `to_dict`; ``ValueError`` for another format."""
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ValueError(f"not a latencykit bench run file (format {d.get('format') if isinstance(d, dict) else None!r}, expected {FORMAT!r})")
+        return cls(dict(d["config"]), dict(d["env"]), [Cell.from_dict(c) for c in d["cells"]])
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> "BenchRun":
+        """Read a run file."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except ValueError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from None
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+    @classmethod
+    def merge(cls, runs: Sequence["BenchRun"]) -> "BenchRun":
+        """One run holding every request of ``runs`` (cells with equal keys merge exactly)."""
+        if not runs:
+            raise ValueError("nothing to merge")
+        first = runs[0]
+        out = cls(dict(first.config), dict(first.env), [Cell.from_dict(c.to_dict()) for c in first.cells])
+        out.config["merged_from"] = len(runs)
+        for run in runs[1:]:
+            for cell in run.cells:
+                mine = next((c for c in out.cells if c.key == cell.key), None)
+                if mine is None:
+                    out.cells.append(Cell.from_dict(cell.to_dict()))
+                else:
+                    mine.merge(cell)
+        return out
+
+    def report(self, console: Any = None) -> None:
+        """Print the terminal report (rich)."""
+        from ._report import print_report
+
+        print_report(self, console)
+
+    def to_html(self) -> str:
+        """A standalone HTML report with plots (CDFs, TTFT vs load, timeline)."""
+        from ._html import render_html
+
+        return render_html(self)
+
+    def _repr_html_(self) -> str:
+        from ._html import render_html
+
+        return render_html(self, standalone=False)
+
+    def __repr__(self) -> str:
+        c = self.cells[0] if self.cells else None
+        head = f"{len(self.cells)} cell(s)"
+        if c is not None:
+            p50, p99 = c.value("ttft", 0.5), c.value("ttft", 0.99)
+            head += f", first {c.key}: ttft p50 {_ms(p50)} p99 {_ms(p99)} ms"
+        return f"<BenchRun {'EMULATED ' if self.emulated else ''}{head}>"
+
+
+def _ms(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}"

@@ -1,0 +1,314 @@
+"""Load that tells the truth: closed and open loop on absolute deadlines, every wait counted.
+
+Closed loop (``concurrency`` only): that many requests in flight; a request's intended send
+time is the moment its slot freed, so its queueing is ~0 by construction.
+
+Open loop (``rate``): arrivals at absolute offsets from the start — Poisson (exponential
+gaps), gamma (``burstiness`` = shape: < 1 burstier, > 1 smoother, 1 = Poisson, as in vLLM),
+constant, or the recorded times of replayed traffic — optionally capped at ``concurrency``
+in flight. The dispatcher never resets its schedule to "now": a late wake-up sends every
+overdue arrival at once and its lateness is reported. A capped arrival waits for a slot,
+and **that wait is part of its headline TTFT and E2E** (latency counted from the intended
+send time; the service time from the actual send is reported beside it). With a
+``duration``, arrivals due after it are not scheduled, and those still waiting for a slot
+at the cut-off are counted as **unsent**, with how long they had waited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from ..telemetry._sketch import PercentileSketch
+from ._clients import Sender
+from ._traffic import TrafficRequest
+
+__all__ = ["ARRIVALS", "LoadSpec", "CellResult", "arrival_offsets", "run_cell"]
+
+ARRIVALS = ("poisson", "gamma", "constant", "recorded")
+_clock = time.perf_counter
+LAG_INTERVAL = 0.01
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """How requests are offered: closed loop at ``concurrency``, or open loop at ``rate`` (capped at ``concurrency``)."""
+
+    concurrency: Optional[int] = None
+    rate: Optional[float] = None
+    arrivals: str = "poisson"
+    burstiness: float = 1.0
+    duration: Optional[float] = None
+    warmup: int = 0
+    """The first ``warmup`` requests (by index) run but are left out of the headline."""
+    idle_gap: float = 5.0
+    """A request sent after the client sat idle this long is marked cold (``idle``)."""
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
+            raise ValueError(f"concurrency must be a positive int, got {self.concurrency!r}")
+        if self.rate is not None and not (isinstance(self.rate, (int, float)) and 0 < self.rate < math.inf):
+            raise ValueError(f"rate must be a positive number of requests per second, got {self.rate!r}")
+        if self.arrivals not in ARRIVALS:
+            raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}; got {self.arrivals!r}")
+        if not self.burstiness > 0:
+            raise ValueError(f"burstiness must be > 0, got {self.burstiness!r}")
+        if self.duration is not None and not self.duration > 0:
+            raise ValueError(f"duration must be > 0 seconds, got {self.duration!r}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0 requests, got {self.warmup!r}")
+        if self.rate is None and self.arrivals != "recorded" and self.concurrency is None:
+            raise ValueError("give a concurrency (closed loop) or a rate (open loop)")
+
+    @property
+    def open_loop(self) -> bool:
+        """Arrivals on a schedule (rate or recorded times) rather than on slot release."""
+        return self.rate is not None or self.arrivals == "recorded"
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly fields."""
+        return {"mode": "open" if self.open_loop else "closed", "concurrency": self.concurrency, "rate": self.rate,
+                "arrivals": self.arrivals if self.open_loop else None, "burstiness": self.burstiness,
+                "duration": self.duration, "warmup": self.warmup}  # fmt: skip
+
+
+def arrival_offsets(requests: Sequence[TrafficRequest], spec: LoadSpec, seed: int = 0) -> list[float]:
+    """Seconds from the start at which each request is due (the first at 0)."""
+    n = len(requests)
+    if spec.arrivals == "recorded":
+        if any(r.at is None for r in requests):
+            raise ValueError("arrivals 'recorded' need a timestamp on every replayed request")
+        scale = 1.0 if spec.rate is None else spec.rate  # --rate with recorded times = speed-up factor
+        return [float(r.at) / scale for r in requests]  # type: ignore[arg-type]
+    rate = float(spec.rate or 1.0)
+    if spec.arrivals == "constant":
+        return [i / rate for i in range(n)]
+    rng = random.Random(f"latencykit-bench-arrivals:{seed}")
+    out, t = [], 0.0
+    for _ in range(n):
+        out.append(t)
+        if spec.arrivals == "poisson":
+            t += rng.expovariate(rate)
+        else:
+            t += rng.gammavariate(spec.burstiness, 1.0 / (rate * spec.burstiness))
+    return out
+
+
+@dataclass
+class CellResult:
+    """What one process measured for one cell."""
+
+    samples: list[dict[str, Any]]
+    sketches: dict[str, PercentileSketch]
+    health: dict[str, Any]
+    scheduled: int
+    unsent_waits: list[float]
+    window: tuple[Optional[float], Optional[float]]
+    """Wall-clock (``time.time()``) first measured send and last measured completion."""
+    control: dict[str, PercentileSketch]
+    """Sketches of the interleaved thin-reader control requests."""
+
+
+SKETCHED = ("ttft", "ttft_service", "tpot", "itl_token", "itl_chunk", "e2e", "e2e_service", "queue")
+"""Metrics kept as mergeable sketches (seconds). ``ttft``/``e2e`` count from the intended send time."""
+
+
+def new_sketches() -> dict[str, PercentileSketch]:
+    """One empty sketch per `SKETCHED` metric."""
+    return {m: PercentileSketch() for m in SKETCHED}
+
+
+def _load_average() -> Optional[float]:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Windows
+        return None
+
+
+class _State:
+    __slots__ = ("in_flight", "max_in_flight", "last_idle", "first", "last")
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.last_idle: Optional[float] = None
+        self.first: Optional[float] = None
+        self.last: Optional[float] = None
+
+
+class _LagMonitor:
+    """Wakes every 10 ms on an absolute schedule; how late each wake-up is = event-loop lag."""
+
+    def __init__(self) -> None:
+        self.lag = PercentileSketch()
+        self._task: Optional[asyncio.Task[None]] = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time() + LAG_INTERVAL
+        while True:
+            await asyncio.sleep(max(due - loop.time(), 0))
+            now = loop.time()
+            self.lag.add(max(now - due, 0.0))
+            due = max(due + LAG_INTERVAL, now)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+
+async def run_cell(
+    requests: Sequence[TrafficRequest],
+    offsets: Optional[Sequence[float]],
+    spec: LoadSpec,
+    sender: Sender,
+    *,
+    start_at: Optional[float] = None,
+    worker: int = 0,
+    progress: Optional[Callable[[], None]] = None,
+    control: Optional[Sender] = None,
+    control_every: int = 0,
+) -> CellResult:
+    """Run ``requests`` under ``spec`` through ``sender``; ``offsets`` (open loop) from `arrival_offsets`.
+
+    ``start_at`` is a ``time.perf_counter()`` instant shared by worker processes on one machine.
+    With ``control``, every ``control_every``-th request (by index) goes through it instead (the
+    thin reader), interleaved under the same load, and is sketched apart.
+    """
+    sketches = new_sketches()
+    control_sketches = new_sketches()
+    samples: list[dict[str, Any]] = []
+    unsent: list[float] = []
+    dispatch_late = PercentileSketch()
+    monitor = _LagMonitor()
+    state = _State()
+    seen_prefixes: set[str] = set()
+    start = start_at if start_at is not None else _clock()
+    wall_offset = time.time() - _clock()
+    cutoff = start + spec.duration if spec.duration is not None else None
+
+    async def one(req: TrafficRequest, t_sched: float) -> None:
+        cold = []
+        state.in_flight += 1
+        if state.in_flight > state.max_in_flight:
+            state.max_in_flight = state.in_flight
+            cold.append("connection")
+        idle_since = state.last_idle
+        if state.in_flight == 1 and idle_since is not None and _clock() - idle_since > spec.idle_gap:
+            cold.append("idle")
+        if req.prefix_id is not None and req.prefix_id not in seen_prefixes:
+            seen_prefixes.add(req.prefix_id)
+            cold.append("prefix")
+        ctl = control is not None and control_every > 0 and req.index % control_every == 0
+        t_send = _clock()
+        try:
+            obs = await (control if ctl and control is not None else sender).send(req)
+        finally:
+            state.in_flight -= 1
+        t_end = _clock()
+        if state.in_flight == 0:
+            state.last_idle = t_end
+        queue = max(t_send - t_sched, 0.0)
+        warm = req.index < spec.warmup
+        s: dict[str, Any] = {
+            "i": req.index, "worker": worker, "shape": req.shape, "bucket": req.bucket, "prefix": req.prefix_id,
+            "warmup": warm, "cold": "+".join(cold) or None, "sched": t_sched - start, "sent": t_send - start,
+            "queue": queue, "ttft": None if obs.ttft is None else queue + obs.ttft, "ttft_service": obs.ttft,
+            "ttfb": obs.ttfb, "tpot": obs.tpot, "e2e": None if obs.e2e is None else queue + obs.e2e,
+            "e2e_service": obs.e2e, "in_tok": obs.input_tokens, "out_tok": obs.output_tokens,
+            "asked_out": req.output_tokens, "cache_read": obs.cache_read, "cache_write": obs.cache_write,
+            "verdict": obs.cache_verdict, "miss_reason": obs.cache_miss_reason, "outcome": obs.outcome,
+            "error": obs.error, "attempts": obs.attempts, "chunks": len(obs.chunk_gaps) + (obs.ttft is not None),
+            "client": "thin" if ctl else None,
+        }  # fmt: skip
+        samples.append(s)
+        target = control_sketches if ctl else sketches
+        if not warm and not ctl:
+            state.first = t_send if state.first is None else min(state.first, t_send)
+            state.last = t_end if state.last is None else max(state.last, t_end)
+        if not warm:
+            completed = obs.outcome == "completed"
+            for m in SKETCHED:
+                v = s.get(m)
+                if v is not None and (completed or m not in ("tpot", "e2e", "e2e_service")):
+                    target[m].add(max(v, 0.0))
+            if obs.chunk_gaps:
+                target["itl_chunk"].add_many([max(g, 0.0) for g in obs.chunk_gaps])
+            if obs.token_gaps:
+                target["itl_token"].add_many([max(g, 0.0) for g in obs.token_gaps])
+        if progress is not None:
+            progress()
+
+    cpu0 = time.thread_time()
+    wall0 = _clock()
+    monitor.start()
+    scheduled = 0
+    try:
+        if not spec.open_loop:
+            assert spec.concurrency is not None
+            delay = start - _clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            pending = iter(requests)
+
+            async def slot() -> None:
+                for req in pending:
+                    if cutoff is not None and _clock() >= cutoff:
+                        return
+                    await one(req, _clock())
+
+            scheduled = len(requests)
+            await asyncio.gather(*(slot() for _ in range(spec.concurrency)))
+            scheduled = len(samples)
+        else:
+            assert offsets is not None
+            sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+
+            async def arrival(req: TrafficRequest, t_sched: float) -> None:
+                if sem is None:
+                    await one(req, t_sched)
+                    return
+                async with sem:
+                    if cutoff is not None and _clock() >= cutoff:
+                        unsent.append(cutoff - t_sched)
+                        return
+                    await one(req, t_sched)
+
+            tasks = []
+            for req, off in zip(requests, offsets):
+                if spec.duration is not None and off >= spec.duration:
+                    break
+                due = start + off
+                delay = due - _clock()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                dispatch_late.add(max(_clock() - due, 0.0))
+                tasks.append(asyncio.ensure_future(arrival(req, due)))
+                scheduled += 1
+            await asyncio.gather(*tasks)
+    finally:
+        await monitor.stop()
+    wall = _clock() - wall0
+    cpu = time.thread_time() - cpu0
+    lag = monitor.lag.quantiles([0.5, 0.99])
+    health = {
+        "cpu_s": cpu, "wall_s": wall, "cores": cpu / wall if wall > 0 else None,
+        "loop_lag_p50": lag[0], "loop_lag_p99": lag[1], "loop_lag_max": monitor.lag.max,
+        "loop_lag": monitor.lag.to_dict(), "dispatch_late_p99": dispatch_late.quantile(0.99),
+        "dispatch_late_max": dispatch_late.max, "max_in_flight": state.max_in_flight, "load_average": _load_average(),
+    }  # fmt: skip
+    first, last = state.first, state.last
+    window = (None if first is None else first + wall_offset, None if last is None else last + wall_offset)
+    return CellResult(samples, sketches, health, scheduled, unsent, window, control_sketches)

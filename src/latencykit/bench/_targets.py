@@ -1,0 +1,169 @@
+"""Where requests go and how: targets, the request body per API, and the per-request result.
+
+Targets: ``emulator`` (in-process by default, or ``--base-url`` of a running one),
+``anthropic`` and ``openai`` (keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``), and
+``openai-compatible`` / ``vllm`` / ``llamacpp`` with ``--base-url`` (any server speaking the
+OpenAI chat API; ``OPENAI_API_KEY`` if set). The model defaults to the server's first
+``/v1/models`` entry there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+from ._traffic import TrafficRequest
+
+__all__ = ["TARGETS", "Observed", "TargetSpec", "anthropic_body", "openai_body", "resolve_target"]
+
+TARGETS = ("emulator", "anthropic", "openai", "openai-compatible", "vllm", "llamacpp")
+Api = Literal["openai", "anthropic"]
+
+_DEFAULT_MODELS = {"openai": "gpt-5-mini", "anthropic": "claude-sonnet-5"}
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A resolved target: which API, where, which model, and what the server supports."""
+
+    kind: str
+    api: Api
+    base_url: Optional[str]
+    """SDK base URL (OpenAI ones end in ``/v1``); ``None`` = the SDK's default (a provider)."""
+    model: Optional[str]
+    api_key: str = field(repr=False, default="")
+    per_chunk_usage: bool = False
+    """Ask for ``stream_options.continuous_usage_stats`` (emulator, vLLM), so ITL per token is exact."""
+    exact_output: bool = False
+    """Make the server generate exactly ``max_tokens`` (emulator header; vLLM ``min_tokens`` + ``ignore_eos``)."""
+
+    @property
+    def emulated(self) -> bool:
+        """Whether the numbers come from the emulator (and must be labelled so)."""
+        return self.kind == "emulator"
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly description, without the API key."""
+        return {"kind": self.kind, "api": self.api, "base_url": self.base_url, "model": self.model,
+                "per_chunk_usage": self.per_chunk_usage, "exact_output": self.exact_output, "emulated": self.emulated}  # fmt: skip
+
+
+def _v1(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def resolve_target(
+    kind: str,
+    *,
+    base_url: Optional[str] = None,
+    model: Optional[str] = None,
+    api: Optional[str] = None,
+    per_chunk_usage: Optional[bool] = None,
+    exact_output: Optional[bool] = None,
+    env: Optional[dict[str, str]] = None,
+) -> TargetSpec:
+    """Validate a target and fill its defaults (an emulator's ``base_url`` may come later)."""
+    env = dict(os.environ) if env is None else env
+    if kind not in TARGETS:
+        raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {kind!r}")
+    if api not in (None, "openai", "anthropic"):
+        raise ValueError(f"api must be 'openai' or 'anthropic', got {api!r}")
+    if kind == "emulator":
+        chosen: Api = "anthropic" if api == "anthropic" else "openai"
+        url = None if base_url is None else (base_url.rstrip("/") if chosen == "anthropic" else _v1(base_url))
+        return TargetSpec(kind, chosen, url, model or _DEFAULT_MODELS[chosen], "bench",
+                          True if per_chunk_usage is None else per_chunk_usage, True if exact_output is None else exact_output)  # fmt: skip
+    if kind == "anthropic":
+        key = env.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ValueError("target anthropic needs ANTHROPIC_API_KEY in the environment")
+        if not model:
+            raise ValueError("target anthropic needs --model")
+        return TargetSpec(kind, "anthropic", base_url, model, key, False, bool(exact_output))
+    if kind == "openai":
+        key = env.get("OPENAI_API_KEY")
+        if not key:
+            raise ValueError("target openai needs OPENAI_API_KEY in the environment")
+        if not model:
+            raise ValueError("target openai needs --model")
+        return TargetSpec(kind, "openai", _v1(base_url) if base_url else None, model, key, bool(per_chunk_usage), False)
+    if not base_url:
+        raise ValueError(f"target {kind} needs --base-url (e.g. http://127.0.0.1:8000)")
+    chunk_usage = (kind == "vllm") if per_chunk_usage is None else per_chunk_usage
+    return TargetSpec(kind, "openai", _v1(base_url), model, env.get("OPENAI_API_KEY") or "EMPTY", chunk_usage, bool(exact_output))
+
+
+# -- request bodies -------------------------------------------------------------------------
+
+
+def openai_body(req: TrafficRequest, target: TargetSpec) -> dict[str, Any]:
+    """Chat Completions keyword arguments for one request."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": req.system}] if req.system else []
+    for m in req.messages:
+        if "tool_call" in m:
+            c = m["tool_call"]
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}]})  # fmt: skip
+        elif m.get("role") == "tool":
+            messages.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": m["content"]})
+        else:
+            messages.append({"role": m["role"], "content": m["content"]})
+    cap = "max_completion_tokens" if target.kind == "openai" else "max_tokens"
+    body: dict[str, Any] = {"model": target.model, "messages": messages, cap: req.output_tokens}
+    if req.tools:
+        body["tools"] = [{"type": "function", "function": dict(t)} for t in req.tools]
+    if target.exact_output and target.kind != "emulator":
+        body["extra_body"] = {"min_tokens": req.output_tokens, "ignore_eos": True}
+    return body
+
+
+def anthropic_body(req: TrafficRequest, target: TargetSpec) -> dict[str, Any]:
+    """Messages API keyword arguments for one request."""
+    messages: list[dict[str, Any]] = []
+    for m in req.messages:
+        if "tool_call" in m:
+            c = m["tool_call"]
+            block = {"type": "tool_use", "id": c["id"], "name": c["name"], "input": json.loads(c["arguments"])}
+            messages.append({"role": "assistant", "content": [block]})
+        elif m.get("role") == "tool":
+            messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}]})
+        else:
+            messages.append({"role": m["role"], "content": m["content"]})
+    body: dict[str, Any] = {"model": target.model, "max_tokens": req.output_tokens, "messages": messages}
+    if req.system:
+        body["system"] = req.system
+    if req.tools:
+        body["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in req.tools]
+    return body
+
+
+def emulator_headers(req: TrafficRequest, target: TargetSpec) -> dict[str, str]:
+    """Headers that make the emulator generate exactly the asked output length."""
+    if target.kind == "emulator" and target.exact_output:
+        return {"x-emulator-output-tokens": str(req.output_tokens)}
+    return {}
+
+
+@dataclass
+class Observed:
+    """What one request looked like from the client: service times (from the actual send), tokens, cache, outcome."""
+
+    ttft: Optional[float] = None
+    ttfb: Optional[float] = None
+    tpot: Optional[float] = None
+    e2e: Optional[float] = None
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    cache_read: Optional[int] = None
+    cache_write: Optional[int] = None
+    cache_verdict: Optional[str] = None
+    cache_miss_reason: Optional[str] = None
+    outcome: str = "completed"
+    error: Optional[str] = None
+    attempts: int = 1
+    chunk_gaps: list[float] = field(default_factory=list)
+    token_gaps: list[float] = field(default_factory=list)
+    """Per-token ITL samples: each chunk gap divided by its token count k (from per-chunk usage), k times."""

@@ -1,0 +1,347 @@
+"""Every path a sync caller can take to a model endpoint produces exactly one record (mirrors test_paths_async).
+
+Each test drives a latencykit client and a raw SDK client through the real SDKs over HTTP
+to the emulator, asserts the caller gets what the raw SDK gives, and that exactly one
+record exists with the right ``streamed`` / ``not_streamed_reason`` / usage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import openai
+import pydantic
+import pytest
+from anthropic import Stream as AntStream
+from anthropic.types import Message, RawMessageStreamEvent
+from anthropic.types.beta import BetaMessage
+from openai import Stream as OaiStream
+from openai._legacy_response import LegacyAPIResponse
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+import latencykit as lk
+from latencykit.emulator import Emulator
+
+from _cache_shapes import agent_system
+from conftest import ANT_REQ, CHAT_REQ, RESP_REQ, WEATHER_TOOL_OAI
+
+RAW = "raw response requested"
+REQUEST = "client.post()/request()"
+
+
+class Forecast(pydantic.BaseModel):
+    """A structured answer the emulator fills from its JSON schema."""
+
+    city: str
+    days: int
+
+
+def only_record(recorder: lk.Recorder) -> lk.CallRecord:
+    """The one record of the test: there must be exactly one."""
+    calls = recorder.calls
+    assert len(calls) == 1, [(c.api, c.method) for c in calls]
+    return calls[0]
+
+
+def sent(emu: Emulator) -> dict[str, Any]:
+    return emu.requests[-1].body
+
+
+def assert_not_streamed(rec: lk.CallRecord, method: str, reason: str) -> None:
+    assert (rec.method, rec.streamed, rec.outcome) == (method, False, "completed")
+    assert reason in (rec.not_streamed_reason or "")
+    assert rec.e2e is not None and rec.e2e > 0 and rec.ttft is None
+
+
+def assert_streamed(rec: lk.CallRecord, method: str) -> None:
+    assert (rec.method, rec.streamed, rec.not_streamed_reason, rec.outcome) == (method, True, None, "completed")
+    assert rec.ttft is not None and rec.e2e is not None and rec.ttft < rec.e2e and rec.chunks > 1
+
+
+# -- Anthropic: messages raw responses ------------------------------------------------------
+
+
+def test_messages_with_raw_response(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder, emu: Emulator) -> None:
+    """langchain-anthropic's path: sent as asked (not streamed), recorded once with the body's usage."""
+    raw = ant.messages.with_raw_response.create(**ANT_REQ)
+    assert "stream" not in sent(emu)
+    expected = raw_ant.messages.with_raw_response.create(**ANT_REQ)
+    assert type(raw) is type(expected)  # the body was read: recorded at once, the object untouched
+    message = raw.parse()
+    assert type(message) is Message and message == expected.parse() and raw.headers["content-type"] == expected.headers["content-type"]
+    rec = only_record(recorder)
+    assert_not_streamed(rec, "with_raw_response", RAW)
+    assert (rec.input_tokens, rec.output_tokens) == (message.usage.input_tokens, message.usage.output_tokens)
+    assert rec.response_id == message.id and rec.finish_reasons == (message.stop_reason,)
+
+
+def test_messages_with_raw_response_stream_true(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder) -> None:
+    """A raw response of a streamed call: the stream its parse() returns is observed as it is iterated."""
+    raw = ant.messages.with_raw_response.create(stream=True, **ANT_REQ)
+    assert recorder.calls == []  # still open
+    events = list(raw.parse())
+    assert events == list(raw_ant.messages.with_raw_response.create(stream=True, **ANT_REQ).parse())
+    rec = only_record(recorder)
+    assert_streamed(rec, "with_raw_response(stream=True)")
+    assert rec.output_tokens == events[-2].usage.output_tokens  # message_delta's cumulative usage
+
+
+def test_messages_with_streaming_response(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder) -> None:
+    """with_streaming_response: the body is read inside the block, so E2E ends when parse() reads it."""
+    with ant.messages.with_streaming_response.create(**ANT_REQ) as response:
+        message = response.parse()
+    with raw_ant.messages.with_streaming_response.create(**ANT_REQ) as response:
+        assert message == response.parse()
+    rec = only_record(recorder)
+    assert_not_streamed(rec, "with_streaming_response", RAW)
+    assert rec.output_tokens == message.usage.output_tokens
+    recorder.clear()
+    with ant.messages.with_streaming_response.create(stream=True, **ANT_REQ) as response:
+        events = list(response.parse())
+    with raw_ant.messages.with_streaming_response.create(stream=True, **ANT_REQ) as response:
+        assert events == list(response.parse())
+    assert_streamed(only_record(recorder), "with_streaming_response(stream=True)")
+
+
+def test_streaming_response_left_unread_is_abandoned(ant: lk.Anthropic, recorder: lk.Recorder) -> None:
+    """Leaving the block without reading the body (or iterating the stream) ends the call as abandoned."""
+    with ant.messages.with_streaming_response.create(**ANT_REQ):
+        pass
+    rec = only_record(recorder)
+    assert (rec.outcome, rec.streamed, rec.output_tokens) == ("abandoned", False, None)
+    recorder.clear()
+    with ant.messages.with_streaming_response.create(stream=True, **ANT_REQ) as response:
+        stream = response.parse()
+        next(iter(stream))
+    rec = only_record(recorder)
+    assert (rec.outcome, rec.streamed) == ("abandoned", True)
+
+
+def test_raw_response_http_error_is_recorded_once(ant: lk.Anthropic, recorder: lk.Recorder) -> None:
+    """An HTTP error on a raw-response call raises the SDK's error and records one error."""
+    with pytest.raises(anthropic.BadRequestError):
+        ant.messages.with_raw_response.create(**ANT_REQ, extra_headers={"x-emulator-status": "400"})
+    rec = only_record(recorder)
+    assert (rec.outcome, rec.error_type, rec.method) == ("error", "BadRequestError", "with_raw_response")
+
+
+def test_raw_response_paths_are_planned(ant: lk.Anthropic, recorder: lk.Recorder, emu: Emulator) -> None:
+    """The planner places cache breakpoints on raw-response calls too, and verifies their cache usage."""
+    request = {**ANT_REQ, "system": agent_system()}
+    for _ in range(2):
+        ant.messages.with_raw_response.create(**request).parse()
+    system = sent(emu)["system"]
+    assert isinstance(system, list) and system[-1]["cache_control"]["type"] == "ephemeral"
+    assert request["system"] == agent_system()  # the caller's arguments are not touched
+    second = recorder.calls[-1]
+    assert len(recorder.calls) == 2 and second.cache_verdict == "hit" and second.cache_read_tokens
+
+
+# -- Anthropic: beta.messages (pydantic-ai's AnthropicProvider) ------------------------------
+
+
+def test_beta_messages_create_is_streamed(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder, emu: Emulator) -> None:
+    """beta.messages.create() is sent as a stream and reassembled into the exact BetaMessage."""
+    message = ant.beta.messages.create(**ANT_REQ, betas=["context-1m-2025-08-07"])
+    assert sent(emu)["stream"] is True and emu.requests[-1].headers["anthropic-beta"] == "context-1m-2025-08-07"
+    expected = raw_ant.beta.messages.create(**ANT_REQ, betas=["context-1m-2025-08-07"])
+    assert type(message) is BetaMessage and message == expected
+    rec = only_record(recorder)
+    assert_streamed(rec, "create")
+    assert rec.api == "messages" and rec.output_tokens == expected.usage.output_tokens
+
+
+def test_beta_messages_stream_and_parse(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder) -> None:
+    """beta.messages.create(stream=True), .stream() and .parse() give what the raw SDK gives, one record each."""
+    events = list(ant.beta.messages.create(stream=True, **ANT_REQ))
+    assert events == list(raw_ant.beta.messages.create(stream=True, **ANT_REQ))
+    assert_streamed(only_record(recorder), "create(stream=True)")
+    recorder.clear()
+    with ant.beta.messages.stream(**ANT_REQ) as stream:
+        final = stream.get_final_message()
+    with raw_ant.beta.messages.stream(**ANT_REQ) as stream:
+        assert final == stream.get_final_message()
+    assert_streamed(only_record(recorder), "stream")
+    recorder.clear()
+    parsed = ant.beta.messages.parse(**ANT_REQ, output_format=Forecast)
+    expected = raw_ant.beta.messages.parse(**ANT_REQ, output_format=Forecast)
+    assert isinstance(parsed.parsed_output, Forecast) and parsed.parsed_output == expected.parsed_output
+    assert parsed.content == expected.content
+    assert_streamed(only_record(recorder), "parse")
+
+
+def test_beta_messages_with_raw_response(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder) -> None:
+    """beta.messages.with_raw_response goes as asked and is recorded by the client's request()."""
+    message = ant.beta.messages.with_raw_response.create(**ANT_REQ).parse()
+    assert type(message) is BetaMessage and message == raw_ant.beta.messages.with_raw_response.create(**ANT_REQ).parse()
+    assert_not_streamed(only_record(recorder), "with_raw_response", RAW)
+
+
+# -- Anthropic: client.post() / request() ---------------------------------------------------
+
+
+def test_anthropic_client_post(ant: lk.Anthropic, raw_ant: anthropic.Anthropic, recorder: lk.Recorder) -> None:
+    """client.post() to /v1/messages: recorded once, streamed when the caller streams."""
+    message = ant.post("/v1/messages", body=ANT_REQ, cast_to=Message)
+    assert message == raw_ant.post("/v1/messages", body=ANT_REQ, cast_to=Message)
+    rec = only_record(recorder)
+    assert_not_streamed(rec, "request", REQUEST)
+    assert rec.output_tokens == message.usage.output_tokens
+    recorder.clear()
+    body = {**ANT_REQ, "stream": True}
+    stream = ant.post("/v1/messages", body=body, cast_to=Message, stream=True, stream_cls=AntStream[RawMessageStreamEvent])
+    events = list(stream)
+    raw = raw_ant.post("/v1/messages", body=body, cast_to=Message, stream=True, stream_cls=AntStream[RawMessageStreamEvent])
+    assert events == list(raw)
+    assert_streamed(only_record(recorder), "request(stream=True)")
+
+
+def test_only_model_endpoints_are_recorded(ant: lk.Anthropic, oai: lk.OpenAI, recorder: lk.Recorder) -> None:
+    """GETs and other endpoints (count_tokens, files, ...) pass through unrecorded."""
+    assert ant.get("/health", cast_to=object) == {"status": "ok"}
+    with pytest.raises(anthropic.NotFoundError):
+        ant.post("/v1/messages/count_tokens", body=ANT_REQ, cast_to=object)
+    with pytest.raises(openai.NotFoundError):
+        oai.post("/files", body={}, cast_to=object)
+    assert recorder.calls == []
+
+
+def test_wrapped_client_records_raw_responses(emu: Emulator) -> None:
+    """lk.wrap() of an existing client gets the same request() catch-all."""
+    client = lk.wrap(anthropic.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0))
+    client.messages.with_raw_response.create(**ANT_REQ).parse()
+    assert_not_streamed(only_record(client.latency), "with_raw_response", RAW)
+    client.close()
+
+
+# -- OpenAI: Chat Completions raw responses (langchain-openai) ------------------------------
+
+
+def test_chat_with_raw_response(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder, emu: Emulator) -> None:
+    """langchain-openai invoke(): a LegacyAPIResponse whose parse() is the raw SDK's ChatCompletion."""
+    raw = oai.chat.completions.with_raw_response.create(**CHAT_REQ)
+    assert "stream" not in sent(emu)
+    assert isinstance(raw, LegacyAPIResponse)
+    completion = raw.parse()
+    expected = raw_oai.chat.completions.with_raw_response.create(**CHAT_REQ).parse()
+    assert type(completion) is ChatCompletion and completion == expected
+    rec = only_record(recorder)
+    assert_not_streamed(rec, "with_raw_response", RAW)
+    assert expected.usage is not None and (rec.input_tokens, rec.output_tokens) == (expected.usage.prompt_tokens, expected.usage.completion_tokens)
+
+
+def test_chat_with_raw_response_stream_true(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder, emu: Emulator) -> None:
+    """A streamed raw response is sent unchanged (no include_usage added, no chunk hidden) and timed."""
+    chunks = list(oai.chat.completions.with_raw_response.create(stream=True, **CHAT_REQ).parse())
+    assert "stream_options" not in sent(emu)
+    assert chunks == list(raw_oai.chat.completions.with_raw_response.create(stream=True, **CHAT_REQ).parse())
+    assert_streamed(only_record(recorder), "with_raw_response(stream=True)")
+
+
+def test_chat_with_raw_response_tools_and_structured_output(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
+    """langchain-openai bind_tools() and with_structured_output(): one record each, results as the raw SDK's."""
+    request = {**CHAT_REQ, "tools": [WEATHER_TOOL_OAI], "extra_headers": {"x-emulator-tool-call": "1"}}
+    completion = oai.chat.completions.with_raw_response.create(**request).parse()
+    assert completion == raw_oai.chat.completions.with_raw_response.create(**request).parse()
+    assert completion.choices[0].message.tool_calls
+    assert_not_streamed(only_record(recorder), "with_raw_response", RAW)
+    recorder.clear()
+    parsed = oai.chat.completions.with_raw_response.parse(**CHAT_REQ, response_format=Forecast).parse()
+    expected = raw_oai.chat.completions.with_raw_response.parse(**CHAT_REQ, response_format=Forecast).parse()
+    assert parsed.choices[0].message.parsed == expected.choices[0].message.parsed
+    assert isinstance(parsed.choices[0].message.parsed, Forecast)
+    assert_not_streamed(only_record(recorder), "with_raw_response", RAW)
+
+
+def test_chat_with_streaming_response(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
+    """chat.completions.with_streaming_response, streamed and not."""
+    with oai.chat.completions.with_streaming_response.create(**CHAT_REQ) as response:
+        completion = response.parse()
+    with raw_oai.chat.completions.with_streaming_response.create(**CHAT_REQ) as response:
+        assert completion == response.parse()
+    assert_not_streamed(only_record(recorder), "with_streaming_response", RAW)
+    recorder.clear()
+    with oai.chat.completions.with_streaming_response.create(stream=True, **CHAT_REQ) as response:
+        chunks = list(response.parse())
+    with raw_oai.chat.completions.with_streaming_response.create(stream=True, **CHAT_REQ) as response:
+        assert chunks == list(response.parse())
+    assert_streamed(only_record(recorder), "with_streaming_response(stream=True)")
+
+
+def test_beta_chat_completions_is_streamed(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder, emu: Emulator) -> None:
+    """client.beta.chat.completions is the observed resource: streamed and reassembled."""
+    completion = oai.beta.chat.completions.create(**CHAT_REQ)
+    assert sent(emu)["stream"] is True
+    assert completion == raw_oai.beta.chat.completions.create(**CHAT_REQ)
+    assert_streamed(only_record(recorder), "create")
+
+
+# -- OpenAI: Responses (openai-agents) -------------------------------------------------------
+
+
+def test_responses_with_streaming_response_stream_true(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
+    """openai-agents Runner.run_streamed: responses.with_streaming_response.create(stream=True)."""
+    with oai.responses.with_streaming_response.create(stream=True, **RESP_REQ) as response:
+        events = list(response.parse())
+    with raw_oai.responses.with_streaming_response.create(stream=True, **RESP_REQ) as response:
+        assert events == list(response.parse())
+    rec = only_record(recorder)
+    assert_streamed(rec, "with_streaming_response(stream=True)")
+    final = events[-1].response  # type: ignore[union-attr]
+    assert final.usage is not None and rec.output_tokens == final.usage.output_tokens and rec.response_id == final.id
+
+
+def test_responses_with_raw_response(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
+    """responses.with_raw_response.create (langchain-openai's Responses path): recorded, not streamed."""
+    response = oai.responses.with_raw_response.create(**RESP_REQ).parse()
+    assert response == raw_oai.responses.with_raw_response.create(**RESP_REQ).parse()
+    rec = only_record(recorder)
+    assert_not_streamed(rec, "with_raw_response", RAW)
+    assert response.usage is not None and rec.output_tokens == response.usage.output_tokens
+
+
+def test_beta_responses_is_recorded(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
+    """client.beta.responses (not replaced by latencykit) is caught by request(): recorded, not streamed."""
+    response = oai.beta.responses.create(**RESP_REQ)
+    assert response == raw_oai.beta.responses.create(**RESP_REQ)
+    assert_not_streamed(only_record(recorder), "request", REQUEST)
+
+
+# -- OpenAI: client.post() (LiteLLM) ---------------------------------------------------------
+
+LITELLM_OPTIONS = {"headers": {"X-Stainless-Raw-Response": "true"}}
+
+
+def test_litellm_style_client_post(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
+    """LiteLLM's client.post("/chat/completions") with the raw-response header, streamed and not."""
+    raw = oai.post("/chat/completions", body=CHAT_REQ, cast_to=ChatCompletion, options=LITELLM_OPTIONS)
+    assert isinstance(raw, LegacyAPIResponse)
+    expected = raw_oai.post("/chat/completions", body=CHAT_REQ, cast_to=ChatCompletion, options=LITELLM_OPTIONS)
+    assert raw.parse() == expected.parse()  # type: ignore[attr-defined]
+    assert_not_streamed(only_record(recorder), "with_raw_response", RAW)
+    recorder.clear()
+    body = {**CHAT_REQ, "stream": True, "stream_options": {"include_usage": True}}
+    kwargs: dict[str, Any] = {"body": body, "cast_to": ChatCompletion, "options": LITELLM_OPTIONS, "stream": True}
+    chunks = list(oai.post("/chat/completions", **kwargs, stream_cls=OaiStream[ChatCompletionChunk]).parse())  # type: ignore[attr-defined]
+    expected_chunks = list(raw_oai.post("/chat/completions", **kwargs, stream_cls=OaiStream[ChatCompletionChunk]).parse())  # type: ignore[attr-defined]
+    assert chunks == expected_chunks and chunks[-1].usage is not None
+    rec = only_record(recorder)
+    assert_streamed(rec, "with_raw_response(stream=True)")
+    assert rec.output_tokens == chunks[-1].usage.completion_tokens
+
+
+def test_resource_calls_are_still_recorded_once(ant: lk.Anthropic, oai: lk.OpenAI, recorder: lk.Recorder) -> None:
+    """The resource methods latencykit streams itself are not recorded a second time by request()."""
+    ant.messages.create(**ANT_REQ)
+    with ant.messages.stream(**ANT_REQ) as stream:
+        stream.get_final_message()
+    oai.chat.completions.create(**CHAT_REQ)
+    with oai.chat.completions.stream(**CHAT_REQ) as chat_stream:
+        chat_stream.get_final_completion()
+    oai.responses.create(**RESP_REQ)
+    oai.responses.parse(**RESP_REQ)
+    assert [(r.api, r.method) for r in recorder.calls] == [
+        ("messages", "create"), ("messages", "stream"), ("chat.completions", "create"),
+        ("chat.completions", "stream"), ("responses", "create"), ("responses", "parse"),
+    ]  # fmt: skip
