@@ -1,12 +1,22 @@
-"""``latencykit`` command line: ``demo`` and ``emulator`` (needs the ``bench`` extra)."""
+"""``latencykit`` command line: ``demo`` and ``emulator`` (needs the ``bench`` extra).
+
+Failures a user can cause — a port in use, a host that does not resolve, a missing extra,
+Ctrl-C — print one line to stderr and exit non-zero (130 on interrupt), never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
+
+from . import __version__
 
 _EXTRA_HINT = 'this command needs the "bench" extra: pip install "latencykit[bench]"'
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
 def _positive_int(text: str) -> int:
@@ -34,56 +44,86 @@ def _non_negative(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
+
+
+def _timing_defaults() -> dict[str, Any]:
+    """The emulator's `TimingModel` defaults, shown in ``--help``; empty without the bench extra."""
+    try:
+        from .emulator import TimingModel
+    except ImportError:
+        return {}
+    return {f.name: f.default for f in dataclasses.fields(TimingModel)}
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``latencykit``."""
-    parser = argparse.ArgumentParser(prog="latencykit", description="Fast LLM calls, measured.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    parser = argparse.ArgumentParser(prog="latencykit", description="Fast LLM calls, measured.", formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,emulator}")
 
-    demo = sub.add_parser("demo", help="run a short multi-turn workload against the embedded emulator")
-    demo.add_argument("--conversations", type=_positive_int, default=2, help="sync conversations per provider (default 2)")
-    demo.add_argument("--parallel", type=_positive_int, default=8, help="async conversations in parallel (default 8)")
-    demo.add_argument("--seed", type=int, default=0)
+    demo = sub.add_parser("demo", help="run a short multi-turn workload against the embedded emulator", formatter_class=fmt)
+    demo.add_argument("--conversations", type=_positive_int, default=2, help="sync conversations per provider")
+    demo.add_argument("--parallel", type=_positive_int, default=8, help="async conversations per provider, in parallel")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the emulator's timing jitter and text")
 
-    emu = sub.add_parser("emulator", help="serve the Anthropic/OpenAI emulator on 127.0.0.1")
-    emu.add_argument("--host", default="127.0.0.1")
-    emu.add_argument("--port", type=_port, default=8000)
-    emu.add_argument("--seed", type=int, default=0)
+    timing = _timing_defaults()
+    emu = sub.add_parser("emulator", help="serve the Anthropic/OpenAI emulator until Ctrl-C", formatter_class=fmt)
+    emu.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    emu.add_argument("--port", type=_port, default=8000, help="TCP port (0 = any free port)")
+    emu.add_argument("--seed", type=int, default=0, help="seed of the timing jitter and generated text")
     emu.add_argument("--time-scale", type=_non_negative, default=1.0, help="multiply every emulated delay (0 = no delays)")
-    emu.add_argument("--ttft", type=_non_negative, default=None, help="base TTFT in seconds")
-    emu.add_argument("--tpot", type=_non_negative, default=None, help="decode time per token in seconds")
-    emu.add_argument("--output-tokens", type=_positive_int, default=None)
-    emu.add_argument("--tokens-per-chunk", type=_positive_int, default=None)
+    emu.add_argument("--ttft", type=_non_negative, default=timing.get("base_ttft"), help="base TTFT in seconds")
+    emu.add_argument("--tpot", type=_non_negative, default=timing.get("decode_per_token"), help="decode time per token in seconds")
+    emu.add_argument("--output-tokens", type=_positive_int, default=timing.get("output_tokens"), help="tokens per answer")
+    emu.add_argument("--tokens-per-chunk", type=_positive_int, default=timing.get("tokens_per_chunk"), help="tokens per streamed chunk")
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``latencykit`` command."""
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "demo":
-            from .bench.demo import run_demo
+def _fail(message: str, code: int = EXIT_FAILURE) -> int:
+    print(f"latencykit: {message}", file=sys.stderr, flush=True)
+    return code
 
-            run_demo(conversations=args.conversations, parallel=args.parallel, seed=args.seed)
-        elif args.command == "emulator":
-            from .emulator import TimingModel, serve
 
-            defaults = TimingModel()
-            timing = TimingModel(
-                base_ttft=args.ttft if args.ttft is not None else defaults.base_ttft,
-                decode_per_token=args.tpot if args.tpot is not None else defaults.decode_per_token,
-                output_tokens=args.output_tokens or defaults.output_tokens,
-                tokens_per_chunk=args.tokens_per_chunk or defaults.tokens_per_chunk,
-                time_scale=args.time_scale,
-            )
+def _run(args: argparse.Namespace) -> None:
+    if args.command == "demo":
+        from .bench.demo import run_demo
+
+        run_demo(conversations=args.conversations, parallel=args.parallel, seed=args.seed)
+    elif args.command == "emulator":
+        from .emulator import TimingModel, serve
+
+        timing = TimingModel(
+            base_ttft=args.ttft,
+            decode_per_token=args.tpot,
+            output_tokens=args.output_tokens,
+            tokens_per_chunk=args.tokens_per_chunk,
+            time_scale=args.time_scale,
+        )
+        try:
             serve(host=args.host, port=args.port, timing=timing, seed=args.seed)
+        except OSError as exc:  # address in use, unknown host, no permission
+            raise _ServeError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+
+
+class _ServeError(Exception):
+    """The emulator could not bind; the message is the one line shown to the user."""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of the ``latencykit`` command; returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        _run(args)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
     except ImportError as exc:
-        print(f"latencykit: {exc}\n{_EXTRA_HINT}", file=sys.stderr)
-        return 2
+        return _fail(str(exc) if "pip install" in str(exc) else f"{exc}; {_EXTRA_HINT}", EXIT_USAGE)
+    except _ServeError as exc:
+        return _fail(str(exc))
     return 0
 
 

@@ -29,6 +29,7 @@ from ._state import EmulatorStats, RequestRecord, ServerState
 from ._stream import ProviderAPI, json_response, respond
 from ._text import make_id
 from ._timing import TimingModel
+from ._vllm import VLLMConfig, VLLMServer
 
 __all__ = ["Emulator", "build_app", "serve"]
 
@@ -95,14 +96,16 @@ async def _not_found(request: web.Request) -> web.Response:
     return web.json_response(openai_error(404, message), status=404)
 
 
-def build_app(state: ServerState) -> web.Application:
-    """The aiohttp application serving all three APIs from one state."""
+def build_app(state: ServerState, vllm: VLLMServer | None = None) -> web.Application:
+    """The aiohttp application serving all three APIs from one state (plus vLLM's routes in vLLM mode)."""
     app = web.Application()
     app.router.add_post("/v1/messages", _endpoint(ANTHROPIC, state))
-    app.router.add_post("/v1/chat/completions", _endpoint(OPENAI_CHAT, state))
+    app.router.add_post("/v1/chat/completions", _endpoint(OPENAI_CHAT if vllm is None else vllm.chat_api, state))
     app.router.add_post("/v1/responses", _endpoint(OPENAI_RESPONSES, state))
     app.router.add_get("/health", _health)
     app.router.add_get("/_emulator/lateness", _lateness(state))
+    if vllm is not None:
+        vllm.add_routes(app)
     app.router.add_route("*", "/{tail:.*}", _not_found)
     return app
 
@@ -118,14 +121,23 @@ class Emulator:
         port: int = 0,
         created: int | None = None,
         cache_model: CacheModel | None = None,
+        vllm: VLLMConfig | None = None,
     ) -> None:
         self.host = host
         self._requested_port = port
         self._state = ServerState(timing or TimingModel(), seed, created, cache_model or PromptCache())
+        self._vllm = VLLMServer(vllm, self._state) if vllm is not None else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+
+    @property
+    def vllm(self) -> VLLMServer:
+        """vLLM mode (``Emulator(vllm=VLLMConfig(...))``): ``.config`` can be reassigned to change pressure state."""
+        if self._vllm is None:
+            raise RuntimeError("this Emulator is not in vLLM mode; pass vllm=VLLMConfig(...)")
+        return self._vllm
 
     @property
     def timing(self) -> TimingModel:
@@ -190,7 +202,7 @@ class Emulator:
             raise
         self._port = int(sock.getsockname()[1])
         runner = web.AppRunner(
-            build_app(self._state), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
+            build_app(self._state, self._vllm), handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
         )
         try:
             await runner.setup()
