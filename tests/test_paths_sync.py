@@ -11,7 +11,6 @@ from typing import Any
 
 import anthropic
 import openai
-import pydantic
 import pytest
 from anthropic import Stream as AntStream
 from anthropic.types import Message, RawMessageStreamEvent
@@ -24,39 +23,8 @@ import latencykit as lk
 from latencykit.emulator import Emulator
 
 from _cache_shapes import agent_system
+from _paths import LITELLM_OPTIONS, RAW, REQUEST, Forecast, assert_not_streamed, assert_streamed, only_record, sent
 from conftest import ANT_REQ, CHAT_REQ, RESP_REQ, WEATHER_TOOL_OAI
-
-RAW = "raw response requested"
-REQUEST = "client.post()/request()"
-
-
-class Forecast(pydantic.BaseModel):
-    """A structured answer the emulator fills from its JSON schema."""
-
-    city: str
-    days: int
-
-
-def only_record(recorder: lk.Recorder) -> lk.CallRecord:
-    """The one record of the test: there must be exactly one."""
-    calls = recorder.calls
-    assert len(calls) == 1, [(c.api, c.method) for c in calls]
-    return calls[0]
-
-
-def sent(emu: Emulator) -> dict[str, Any]:
-    return emu.requests[-1].body
-
-
-def assert_not_streamed(rec: lk.CallRecord, method: str, reason: str) -> None:
-    assert (rec.method, rec.streamed, rec.outcome) == (method, False, "completed")
-    assert reason in (rec.not_streamed_reason or "")
-    assert rec.e2e is not None and rec.e2e > 0 and rec.ttft is None
-
-
-def assert_streamed(rec: lk.CallRecord, method: str) -> None:
-    assert (rec.method, rec.streamed, rec.not_streamed_reason, rec.outcome) == (method, True, None, "completed")
-    assert rec.ttft is not None and rec.e2e is not None and rec.ttft < rec.e2e and rec.chunks > 1
 
 
 # -- Anthropic: messages raw responses ------------------------------------------------------
@@ -309,9 +277,6 @@ def test_beta_responses_is_recorded(oai: lk.OpenAI, raw_oai: openai.OpenAI, reco
 
 
 # -- OpenAI: client.post() (LiteLLM) ---------------------------------------------------------
-
-LITELLM_OPTIONS = {"headers": {"X-Stainless-Raw-Response": "true"}}
-
 
 def test_litellm_style_client_post(oai: lk.OpenAI, raw_oai: openai.OpenAI, recorder: lk.Recorder) -> None:
     """LiteLLM's client.post("/chat/completions") with the raw-response header, streamed and not."""
