@@ -56,6 +56,8 @@ class Settings:
     retry: Optional[RetryPolicy] = field(default_factory=RetryPolicy)
     """latencykit's retries (SDK retries off for its attempts); ``None`` leaves retries to the SDK."""
     """Where spans and metrics go; ``None`` turns them off for this client."""
+    semantic: Any = None  # semantic cache hook (issue #12)
+    """A `latencykit.SemanticCache` in front of this client's model calls; ``None`` (default) for none."""
 
     def emit(self, rec: CallRecord, timer: CallTimer) -> None:
         """Hand a finished record to its destinations: the span and metrics, then the Recorder."""
@@ -83,11 +85,21 @@ def sending(timer: CallTimer) -> Iterator[None]:
     marked as observed, so the client's ``request()`` catch-all does not record it again."""
     ctx = timer.context
     token = _IN_FLIGHT.set(True)
+    rec_token = _CURRENT_RECORD.set(timer.record)  # semantic cache hook (issue #12): marks hits on it
     try:
         with current_span(ctx.span if isinstance(ctx, _CallSpan) else None):
             yield
     finally:
+        _CURRENT_RECORD.reset(rec_token)
         _IN_FLIGHT.reset(token)
+
+
+_CURRENT_RECORD: ContextVar[Optional[CallRecord]] = ContextVar("latencykit_current_record", default=None)
+
+
+def current_record() -> Optional[CallRecord]:
+    """The record of the call being sent on this thread / task right now (semantic cache hook, issue #12)."""
+    return _CURRENT_RECORD.get()
 
 
 def in_flight() -> bool:
@@ -103,6 +115,10 @@ def sdk_client(client: Any) -> Any:
     """The client whose SDK methods latencykit calls: with retries of its own, a copy whose
     ``max_retries`` is 0 (made once per client, sharing its connection pool), so SDK
     retries and latencykit attempts never multiply."""
+    if client._lk.semantic is not None:  # semantic cache hook (issue #12): a twin whose transport answers from it
+        from ..semantic._transport import semantic_client
+
+        return semantic_client(client)
     if client._lk.retry is None:
         return client
     twin = client.__dict__.get("_lk_twin")

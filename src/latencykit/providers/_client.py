@@ -33,6 +33,7 @@ __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "La
 
 if TYPE_CHECKING:
     from ._caching import CacheOption
+    from ..semantic import SemanticCache  # semantic cache option (issue #12)
 
     class LatencyClientOptions:
         """What type checkers see of a latencykit client beyond its SDK class (runtime: `client_class`)."""
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
             telemetry: Union[Telemetry, Literal[False], None] = None,
             cache: CacheOption = "auto",
             retry: Union[RetryPolicy, bool, None] = None,
+            semantic: Optional[SemanticCache] = None,
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -81,13 +83,24 @@ def _check_retry(retry: Any) -> Optional[RetryPolicy]:
 
 
 def make_settings(
-    provider: str, recorder: Any = None, telemetry: Any = None, cache: Any = "auto", retry: Any = None
+    provider: str, recorder: Any = None, telemetry: Any = None, cache: Any = "auto", retry: Any = None, semantic: Any = None
 ) -> Settings:
     """Validated per-client settings from the latencykit keyword options."""
     return Settings(
         recorder=_check_recorder(recorder), provider=provider, telemetry=_check_telemetry(telemetry),
-        planner=resolve_cache(cache), retry=_check_retry(retry),
+        planner=resolve_cache(cache), retry=_check_retry(retry), semantic=_check_semantic(semantic),
     )  # fmt: skip
+
+
+def _check_semantic(semantic: Any) -> Any:
+    """``semantic=``: ``None`` (off) or a `SemanticCache` (issue #12; imported only when given)."""
+    if semantic is None:
+        return None
+    from ..semantic import SemanticCache
+
+    if not isinstance(semantic, SemanticCache):
+        raise ValueError(f"semantic must be a latencykit.SemanticCache or None, got {semantic!r}")
+    return semantic
 
 
 def _init(
@@ -97,9 +110,10 @@ def _init(
     telemetry: Any = None,
     cache: Any = "auto",
     retry: Any = None,
+    semantic: Any = None,
     **kwargs: Any,
 ) -> None:
-    settings = make_settings(type(self)._lk_provider, recorder, telemetry, cache, retry)
+    settings = make_settings(type(self)._lk_provider, recorder, telemetry, cache, retry, semantic)
     type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
     self._lk = settings
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Optional, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union, overload
 
 import anthropic
 import openai
@@ -14,6 +14,9 @@ from . import openai as _oai
 from ..telemetry._otel import Telemetry
 from ._client import client_class, clone_as, is_latency_client, make_settings
 from ._http import Endpoints
+
+if TYPE_CHECKING:
+    from ..semantic import SemanticCache  # semantic cache option (issue #12)
 
 __all__ = ["wrap"]
 
@@ -48,16 +51,16 @@ def _plan(client: Any) -> tuple[dict[str, Any], str, Endpoints]:
 
 
 @overload
-def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _ant.Anthropic: ...
+def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _ant.Anthropic: ...
 @overload
-def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _ant.AsyncAnthropic: ...
+def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _ant.AsyncAnthropic: ...
 @overload
-def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _oai.OpenAI: ...
+def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _oai.OpenAI: ...
 @overload
-def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> _oai.AsyncOpenAI: ...
+def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _oai.AsyncOpenAI: ...
 @overload
-def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> C: ...
-def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None) -> Any:
+def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> C: ...
+def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> Any:
     """Return a latencykit client built on an existing SDK client (Bedrock, Vertex, Azure included).
 
     The result is an instance of the client's own class (and of ``lk.Anthropic`` etc. for
@@ -68,17 +71,20 @@ def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = 
     modified. Wrapping a latencykit client returns it as is, or, with another
     ``recorder=``, a copy that records there. ``cache=`` is the prompt-cache policy:
     ``"auto"`` (default), ``"off"``, a `CachePolicy` or a breakpoint strategy; ``retry=``
-    a `RetryPolicy` (default: the standard one) or ``False`` to leave retries to the SDK.
+    a `RetryPolicy` (default: the standard one) or ``False`` to leave retries to the SDK;
+    ``semantic=`` a `SemanticCache` in front of the model calls (default: none).
     """
     if is_latency_client(client):
-        if (recorder is None or recorder is client.latency) and cache == "auto" and retry is None:
+        if (recorder is None or recorder is client.latency) and cache == "auto" and retry is None and semantic is None:
             return client
         new = client.copy()
-        fresh = make_settings(client._lk.provider, recorder or client.latency, None, cache, retry)
+        fresh = make_settings(client._lk.provider, recorder or client.latency, None, cache, retry, semantic)
         planner = fresh.planner if cache != "auto" else client._lk.planner
         policy = fresh.retry if retry is not None else client._lk.retry
-        new._lk = dataclasses.replace(client._lk, recorder=fresh.recorder, planner=planner, retry=policy)
+        new._lk = dataclasses.replace(
+            client._lk, recorder=fresh.recorder, planner=planner, retry=policy, semantic=fresh.semantic if semantic is not None else client._lk.semantic
+        )
         return new
     resources, provider, endpoints = _plan(client)
-    settings = make_settings(provider, recorder, telemetry, cache, retry)
+    settings = make_settings(provider, recorder, telemetry, cache, retry, semantic)
     return clone_as(client, client_class(type(client), resources, provider, endpoints=endpoints), settings)

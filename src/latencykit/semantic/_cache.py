@@ -147,22 +147,27 @@ class SemanticCache:
             return None
         kind, scope = parse_mark(mark)
         if kind == "off":
-            return self._skip("opted_out")
+            self._skip("opted_out")
+            return None
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            return self._skip("unreadable_body")
+            self._skip("unreadable_body")
+            return None
         if not isinstance(data, dict) or data.get("stream") is not True:
-            return self._skip("not_streamed")
+            self._skip("not_streamed")
+            return None
         if kind != "cacheable":
             temperature = data.get("temperature")
             if not (self.temperature_zero and isinstance(temperature, (int, float)) and temperature == 0):
-                return self._skip("not_marked")
+                self._skip("not_marked")
+                return None
             scope = self.default_scope
         assert scope is not None
         query = analyze(api, data, scope, self._fp, allow_tool_results=self.allow_tool_results, allow_images=self.allow_images)
         if isinstance(query, Ineligible):
-            return self._skip(query.reason)
+            self._skip(query.reason)
+            return None
         return Pending(query, scope)
 
     def embed(self, text: str) -> Any:

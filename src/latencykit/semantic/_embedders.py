@@ -174,7 +174,7 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, model: Any = "sentence-transformers/all-MiniLM-L6-v2", *, device: str = "cpu", batch_size: int = 32) -> None:
         try:
-            from sentence_transformers import SentenceTransformer
+            from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise _missing("sentence-transformers", exc) from exc
         self.model = model if not isinstance(model, str) else SentenceTransformer(model, device=device)
@@ -199,7 +199,7 @@ class FastEmbedEmbedder:
 
     def __init__(self, model: str = "BAAI/bge-small-en-v1.5", **options: Any) -> None:
         try:
-            from fastembed import TextEmbedding
+            from fastembed import TextEmbedding  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise _missing("fastembed", exc) from exc
         self.model = TextEmbedding(model_name=model, **options)

@@ -39,6 +39,16 @@ class CacheReport:
     verdicts: dict[str, int] = field(default_factory=dict)
     miss_reasons: list[tuple[str, int]] = field(default_factory=list)
     """Most frequent miss reasons first (``prefix_changed`` split by segment)."""
+    semantic_lookups: int = 0
+    """Calls looked up in the semantic response cache (``CallRecord.semantic_hit`` not ``None``)."""
+    semantic_hits: int = 0
+    """Calls answered from the semantic response cache; they are left out of every other field here
+    (their usage is the stored call's, not a prompt-cache read)."""
+
+    @property
+    def semantic_hit_rate(self) -> Optional[float]:
+        """Semantic hits / semantic lookups, ``None`` without lookups."""
+        return self.semantic_hits / self.semantic_lookups if self.semantic_lookups else None
 
     def to_dict(self) -> dict[str, Any]:
         """A plain JSON-friendly dict."""
@@ -65,6 +75,8 @@ class CacheReport:
         ]
         for reason, count in self.miss_reasons[:5]:
             rows.append(("miss: " + reason, str(count)))
+        if self.semantic_lookups:
+            rows.append(("semantic cache hits / lookups", f"{self.semantic_hits} / {self.semantic_lookups} ({pct(self.semantic_hit_rate)})"))
         return rows
 
     def __str__(self) -> str:
@@ -80,6 +92,9 @@ class CacheReport:
 def cache_report(records: Iterable[CallRecord]) -> CacheReport:
     """Build a `CacheReport` from ``records``."""
     recs = list(records)
+    semantic = [r.semantic_hit for r in recs if r.semantic_hit is not None]
+    # A semantic hit replays a stored answer: its usage is not a prompt-cache read of this call.
+    recs = [r for r in recs if not r.semantic_hit]
     reporting = [r for r in recs if r.cache_read_tokens is not None]
     read = sum(r.cache_read_tokens or 0 for r in reporting)
     written = sum(r.cache_write_tokens or 0 for r in reporting)
@@ -103,4 +118,5 @@ def cache_report(records: Iterable[CallRecord]) -> CacheReport:
         hit_rate_tokens=read / total if total else None, hit_rate_calls=hits / len(reporting) if reporting else None,
         saved_tokens=saved, saved_share=saved / total if total else None,
         verdicts=dict(verdicts.most_common()), miss_reasons=reasons.most_common(),
+        semantic_lookups=len(semantic), semantic_hits=sum(semantic),
     )  # fmt: skip

@@ -190,6 +190,7 @@ def _span_attributes(rec: CallRecord, n: sc.SemConv) -> dict[str, Any]:
         sc.LK_CACHE_VERDICT: rec.cache_verdict,
         sc.LK_CACHE_MISS_REASON: rec.cache_miss_reason,
         sc.LK_CACHE_EXPECTED: rec.cache_expected_tokens,
+        sc.LK_SEMANTIC_HIT: rec.semantic_hit,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     if rec.finish_reasons:
@@ -218,6 +219,7 @@ class _Instruments:
         self.cache_read = meter.create_counter(names.cache_read_counter, unit="{token}", description="Input tokens read from the provider's prompt cache.")
         self.cache_write = meter.create_counter(names.cache_write_counter, unit="{token}", description="Input tokens written to the provider's prompt cache.")
         self.misses = meter.create_counter(sc.LK_MISS_METRIC, unit="{call}", description="Calls whose prompt cache missed unexpectedly, by reason.")
+        self.semantic = meter.create_counter(sc.LK_SEMANTIC_METRIC, unit="{call}", description="Calls looked up in the semantic response cache, by hit.")
         self.retries = meter.create_counter(sc.LK_RETRY_METRIC, unit="{retry}", description="Retried attempts, by reason (rate_limited, overloaded, error_event, dropped, ttft_deadline, ...).")
 
     def record(self, rec: CallRecord, gaps: Sequence[float]) -> None:
@@ -254,6 +256,8 @@ class _Instruments:
             self.misses.add(1, {**attrs, sc.LK_CACHE_MISS_REASON: rec.cache_miss_reason or "unknown"})
         for reason in rec.retry_reasons:
             self.retries.add(1, {**attrs, sc.LK_RETRY_REASON: reason})
+        if rec.semantic_hit is not None:
+            self.semantic.add(1, {**attrs, sc.LK_SEMANTIC_HIT: rec.semantic_hit})
 
 
 @contextmanager

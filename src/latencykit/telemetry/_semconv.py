@@ -109,6 +109,10 @@ LK_RETRY_REASON = "latencykit.retry.reason"
 LK_ATTEMPTS = "latencykit.attempts"
 LK_RETRY_REASONS = "latencykit.retry.reasons"
 LK_TTFT_DEADLINE_HITS = "latencykit.ttft_deadline.hits"
+# latencykit's own (no upstream convention for response caches): calls looked up in the
+# semantic response cache, by whether they were answered from it (docs/semantic.md).
+LK_SEMANTIC_METRIC = "latencykit.client.semantic_cache.lookups"
+LK_SEMANTIC_HIT = "latencykit.semantic_cache.hit"
 EVENT_FIRST_TOKEN = "latencykit.first_token"
 EVENT_CACHE_MISS = "latencykit.cache.unexpected_miss"
 

@@ -32,7 +32,10 @@ class GroupKey(NamedTuple):
 
 
 def cache_state(rec: CallRecord) -> str:
-    """``hit`` (some input read from cache), ``miss`` (none) or ``unreported``."""
+    """``hit`` (some input read from cache), ``miss`` (none), ``unreported``, or ``semantic_hit``
+    (answered from the semantic response cache: its own group, so it never flatters real calls)."""
+    if rec.semantic_hit:
+        return "semantic_hit"
     if rec.cache_read_tokens is None:
         return "unreported"
     return "hit" if rec.cache_read_tokens > 0 else "miss"

@@ -1,0 +1,141 @@
+"""Semantic cache end to end through the real async SDKs (mirror of test_semantic_sync.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from anthropic.types import Message
+from openai.types.chat import ChatCompletion
+from openai.types.responses import Response
+
+import latencykit as lk
+from latencykit.emulator import Emulator
+from latencykit.semantic import HEADER, SemanticCache, semantic_cacheable
+
+from test_semantic_sync import ASK, REWORDED, SYSTEM, T1, T2, ant_req, chat_req, resp_req
+
+
+@pytest.fixture
+def sent() -> list[dict[str, str]]:
+    """Headers of every request that really went out."""
+    return []
+
+
+@pytest.fixture
+def cache() -> SemanticCache:
+    return SemanticCache()
+
+
+@pytest.fixture
+async def sant(emu: Emulator, cache: SemanticCache, sent: list[dict[str, str]]) -> AsyncIterator[lk.AsyncAnthropic]:
+    async def hook(r: httpx2.Request) -> None:
+        sent.append(dict(r.headers))
+
+    client = lk.AsyncAnthropic(
+        base_url=emu.base_url, api_key="k", max_retries=0, http_client=httpx2.AsyncClient(event_hooks={"request": [hook]}), semantic=cache
+    )
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def soai(emu: Emulator, cache: SemanticCache) -> AsyncIterator[lk.AsyncOpenAI]:
+    client = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=cache)
+    yield client
+    await client.close()
+
+
+async def test_anthropic_create_hit_is_a_message(sant: lk.AsyncAnthropic, sent: list[dict[str, str]]) -> None:
+    """A reworded question is answered from the cache with an equal Message, no request sent."""
+    first = await sant.messages.create(**ant_req(), extra_headers=T1)
+    again = await sant.messages.create(**ant_req(REWORDED), extra_headers=T1)
+    rec = sant.latency.last
+    assert type(again) is Message and again == first
+    assert rec is not None and rec.semantic_hit is True and rec.ttft is not None
+    assert len(sent) == 1 and all(HEADER not in h for h in sent)
+
+
+async def test_anthropic_stream_hit_is_the_sdk_stream(sant: lk.AsyncAnthropic) -> None:
+    """create(stream=True) on a hit returns anthropic.AsyncStream of the SDK's event types."""
+    first = await sant.messages.create(**ant_req(), extra_headers=T1)
+    stream = await sant.messages.create(**ant_req(REWORDED), stream=True, extra_headers=T1)
+    assert isinstance(stream, anthropic.AsyncStream)
+    events = [e async for e in stream]
+    assert events[0].type == "message_start" and events[-1].type == "message_stop"
+    text = "".join(e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta")
+    assert text == first.content[0].text  # type: ignore[union-attr]
+    assert sant.latency.last is not None and sant.latency.last.semantic_hit is True
+
+
+async def test_anthropic_stream_manager_hit(sant: lk.AsyncAnthropic) -> None:
+    """messages.stream() on a hit is the SDK's AsyncMessageStream with the stored answer."""
+    first = await sant.messages.create(**ant_req(), extra_headers=T1)
+    async with sant.messages.stream(**ant_req(REWORDED), extra_headers=T1) as stream:
+        assert isinstance(stream, anthropic.AsyncMessageStream)
+        final = await stream.get_final_message()
+    assert final.id == first.id
+    assert sant.latency.last is not None and sant.latency.last.semantic_hit is True
+
+
+async def test_openai_chat_hit_types(soai: lk.AsyncOpenAI) -> None:
+    """Chat Completions: an equal ChatCompletion; streamed, openai.AsyncStream of chunks."""
+    first = await soai.chat.completions.create(**chat_req(), extra_headers=T1)
+    again = await soai.chat.completions.create(**chat_req(REWORDED), extra_headers=T1)
+    assert type(again) is ChatCompletion and again == first
+    stream = await soai.chat.completions.create(**chat_req(REWORDED), stream=True, extra_headers=T1)
+    assert isinstance(stream, openai.AsyncStream)
+    chunks = [c async for c in stream]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == first.choices[0].message.content
+    assert soai.latency.last is not None and soai.latency.last.semantic_hit is True
+
+
+async def test_openai_responses_hit_types(soai: lk.AsyncOpenAI) -> None:
+    """Responses: an equal Response; streamed, the SDK's event types."""
+    first = await soai.responses.create(**resp_req(), extra_headers=T1)
+    again = await soai.responses.create(**resp_req(REWORDED), extra_headers=T1)
+    assert type(again) is Response and again == first
+    events = [e async for e in await soai.responses.create(**resp_req(REWORDED), stream=True, extra_headers=T1)]
+    assert events[-1].type == "response.completed"
+    assert soai.latency.last is not None and soai.latency.last.semantic_hit is True
+
+
+async def test_scope_isolation(sant: lk.AsyncAnthropic) -> None:
+    """The same question under another scope is a miss."""
+    await sant.messages.create(**ant_req(), extra_headers=T1)
+    await sant.messages.create(**ant_req(), extra_headers=T2)
+    assert sant.latency.last is not None and sant.latency.last.semantic_hit is False
+
+
+async def test_scope_isolation_under_concurrency(emu: Emulator) -> None:
+    """Concurrent tasks of eight tenants each get only their own tenant's answer."""
+    cache = SemanticCache()
+    client = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+
+    async def tenant(t: int) -> set[str]:
+        mark = semantic_cacheable(f"tenant-{t}")
+        first = await client.messages.create(**ant_req(ASK, system=f"{SYSTEM} Tenant {t}."), extra_headers=mark)
+        later = await asyncio.gather(
+            *(client.messages.create(**ant_req(REWORDED, system=f"{SYSTEM} Tenant {t}."), extra_headers=mark) for _ in range(3))
+        )
+        return {first.id, *(m.id for m in later)}
+
+    results = await asyncio.gather(*(tenant(t) for t in range(8)))
+    assert all(len(ids) == 1 for ids in results)
+    assert len({next(iter(ids)) for ids in results}) == 8
+    assert cache.stats().hits == 24
+    await client.close()
+
+
+async def test_wrap_async(emu: Emulator) -> None:
+    """lk.wrap(async client, semantic=...) answers from the cache too."""
+    raw = openai.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0)
+    client = lk.wrap(raw, semantic=SemanticCache())
+    await client.chat.completions.create(**chat_req(), extra_headers=T1)
+    await client.chat.completions.create(**chat_req(REWORDED), extra_headers=T1)
+    assert client.latency.cache_report().semantic_hits == 1
+    await raw.close()
