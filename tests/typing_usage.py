@@ -8,6 +8,7 @@ import anthropic
 import openai
 from anthropic.lib.streaming import AsyncMessageStream, AsyncMessageStreamManager, MessageStream, MessageStreamManager
 from anthropic.types import Message, MessageParam, ParsedMessage, RawMessageStreamEvent
+from anthropic.types.beta import BetaMessage
 from openai.lib.streaming.chat import (
     AsyncChatCompletionStream,
     AsyncChatCompletionStreamManager,
@@ -138,3 +139,31 @@ def wrapped_clients() -> None:
     wrapped = lk.wrap(openai.AsyncOpenAI(api_key="key"))
     assert_type(wrapped.latency, lk.Recorder)
     assert_type(wrapped.chat.completions.stream(model=MODEL, messages=CHAT), AsyncChatCompletionStreamManager[None])
+
+
+def raw_and_beta_paths() -> None:
+    """Raw responses, ``beta.messages`` and ``client.post()`` keep the SDK's types (all recorded, see docs/paths.md)."""
+    ant = lk.Anthropic(api_key="key")
+    raw = ant.messages.with_raw_response.create(model=MODEL, max_tokens=16, messages=MESSAGES)
+    assert_type(raw, anthropic._response.APIResponse[Message])
+    assert_type(raw.parse(), Message)
+    with ant.messages.with_streaming_response.create(model=MODEL, max_tokens=16, messages=MESSAGES, stream=True) as response:
+        assert_type(response.parse(), anthropic.Stream[RawMessageStreamEvent])
+    assert_type(ant.beta.messages.create(model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "Hello"}]), BetaMessage)
+    assert_type(ant.post("/v1/messages", body={}, cast_to=Message), Message)
+    oai = lk.OpenAI(api_key="key")
+    legacy = oai.chat.completions.with_raw_response.create(model=MODEL, messages=CHAT)
+    assert_type(legacy.parse(), ChatCompletion)
+    with oai.responses.with_streaming_response.create(model=MODEL, input="hi", stream=True) as streaming:
+        assert_type(streaming.parse(), openai.Stream[ResponseStreamEvent])
+
+
+async def raw_and_beta_paths_async() -> None:
+    """Async twins keep the SDK's types."""
+    ant = lk.AsyncAnthropic(api_key="key")
+    raw = await ant.messages.with_raw_response.create(model=MODEL, max_tokens=16, messages=MESSAGES)
+    assert_type(await raw.parse(), Message)
+    assert_type(await ant.beta.messages.create(model=MODEL, max_tokens=16, messages=[{"role": "user", "content": "Hello"}]), BetaMessage)
+    oai = lk.AsyncOpenAI(api_key="key")
+    async with oai.responses.with_streaming_response.create(model=MODEL, input="hi", stream=True) as streaming:
+        assert_type(await streaming.parse(), openai.AsyncStream[ResponseStreamEvent])
