@@ -6,11 +6,19 @@ for latencykit, its per-event tap. Calls of each client type are interleaved in 
 machine noise hits both alike; the reported figure is the ratio of medians of per-round
 CPU time per call.
 
-    python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls
+    python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls, then the size axis
     python benchmarks/overhead.py --rounds 5      # quicker
+    python benchmarks/overhead.py --only sizes    # only the prompt-size axis
 
 Goals: ratio ≤ 1.05 with telemetry unconfigured (no OpenTelemetry SDK: the API's no-ops);
 ≤ 1.10 with the OpenTelemetry SDK and in-memory exporters on (spans + metrics).
+
+The prompt-size axis sends an agent-shaped prompt (tools, a long system prompt, earlier
+turns, a varying question; 20 output tokens) of ~1k, ~10k, ~40k and ~150k tokens through
+the raw SDK and through latencykit with its default prompt-cache planner, and reports the
+CPU ratio and the milliseconds latencykit adds before the request is handed to HTTP
+(create() → httpx's request hook, latencykit minus raw SDK, medians). Goals: ratio ≤ 1.20
+at ~40k tokens; ≤ 1 ms added per 10k prompt tokens.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ import openai
 import latencykit as lk
 
 OUTPUT_TOKENS = 500
+SIZE_OUTPUT_TOKENS = 20
+SIZES = {"~1k": 0.025, "~10k": 0.25, "~40k": 1.0, "~150k": 3.75}
+"""Prompt-size axis: label → scale of the ~40k-token agent prompt."""
 
 
 def _free_port() -> int:
@@ -89,6 +100,101 @@ def _chat_call(client: Any) -> Callable[[], int]:
     return call
 
 
+def agent_prompt(scale: float, api: str, question: int = 0) -> dict[str, Any]:
+    """The agent prompt at ``scale`` (1.0: 8 tools of ~12k characters, a 30k-character system
+    prompt, 24 earlier messages of ~2k characters; ~40k tokens), for ``"messages"`` or ``"chat"``."""
+    tool_chars, system_chars, turn_chars = int(12_000 * scale), int(30_000 * scale), int(2_000 * scale)
+
+    def text(chars: int, word: str) -> str:
+        return ((word + " ") * (chars // (len(word) + 1) + 1))[:max(chars, 1)]
+
+    schema = {"type": "object", "properties": {"path": {"type": "string", "description": "File path."},
+                                               "limit": {"type": "integer"}}, "required": ["path"]}  # fmt: skip
+    system = text(system_chars, "You are a careful coding agent; follow the repository rules.")
+    turns: list[dict[str, Any]] = []
+    for k in range(12):
+        turns.append({"role": "user", "content": f"step {k}: " + text(turn_chars, "please read the file and report")})
+        turns.append({"role": "assistant", "content": f"step {k} done: " + text(turn_chars, "the file defines helpers")})
+    ask = {"role": "user", "content": f"Question {question}: what should change next?"}
+    if api == "messages":
+        tools = [{"name": f"tool_{i}", "description": text(tool_chars, f"tool {i} reads files"), "input_schema": schema} for i in range(8)]
+        return {"model": "claude-sonnet-5", "max_tokens": 1024, "tools": tools, "system": system, "messages": [*turns, ask]}
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": text(tool_chars, f"tool {i} reads files"),
+                                               "parameters": schema}} for i in range(8)]  # fmt: skip
+    return {"model": "gpt-5-mini", "max_completion_tokens": 1024, "tools": tools,
+            "messages": [{"role": "system", "content": system}, *turns, ask]}  # fmt: skip
+
+
+class _SendClock:
+    """httpx request hook: when the request was handed to HTTP (to time what runs before send)."""
+
+    def __init__(self) -> None:
+        self.sent = 0.0
+
+    def __call__(self, request: Any) -> None:
+        self.sent = time.perf_counter()
+
+
+def _size_call(client: Any, api: str, scale: float, clock: _SendClock, before: list[float]) -> Callable[[], int]:
+    requests = [agent_prompt(scale, api, q) for q in range(8)]  # same objects each round, varying question
+    headers = {"x-emulator-output-tokens": str(SIZE_OUTPUT_TOKENS)}
+    state = {"i": 0}
+
+    def call() -> int:
+        req = requests[state["i"] % len(requests)]
+        state["i"] += 1
+        n = 0
+        start = time.perf_counter()
+        create = client.messages.create if api == "messages" else client.chat.completions.create
+        for _ in create(stream=True, extra_headers=headers, **req):
+            n += 1
+        before.append(clock.sent - start)
+        return n
+
+    return call
+
+
+def size_axis(base: str, rounds: int, calls: int) -> None:
+    """Client CPU and pre-send time by prompt size, raw SDK vs latencykit (cache planner on)."""
+    import httpx2
+
+    print()
+    print(f"prompt-size axis: agent prompt, {SIZE_OUTPUT_TOKENS} output tokens, {rounds} rounds × {calls} calls, "
+          "latencykit with cache='auto' (default planner)")  # fmt: skip
+    print(f"{'call':34} {'size':>6} {'raw ms':>8} {'lk ms':>8} {'ratio':>6} {'added before send ms':>21}")
+    for provider in ("anthropic", "openai"):
+        api = "messages" if provider == "anthropic" else "chat"
+        for label, scale in SIZES.items():
+            clocks = [_SendClock(), _SendClock()]
+            https = [httpx2.Client(event_hooks={"request": [c]}) for c in clocks]
+            if provider == "anthropic":
+                raw: Any = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0, http_client=https[0])
+                lkc: Any = lk.Anthropic(base_url=base, api_key="k", max_retries=0, http_client=https[1],
+                                        recorder=lk.Recorder(max_calls=100))  # fmt: skip
+            else:
+                raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[0])
+                lkc = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[1],
+                                recorder=lk.Recorder(max_calls=100))  # fmt: skip
+            before: list[list[float]] = [[], []]
+            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc))]
+            for fn in fns * 3:
+                fn()
+            before = [[], []]
+            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc))]
+            samples: list[list[float]] = [[], []]
+            for i in range(rounds):
+                for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+                    samples[k].append(_cpu_per_call(fns[k], calls))
+            r, l = (statistics.median(x) for x in samples)
+            added = statistics.median(before[1]) - statistics.median(before[0])
+            tokens = lkc._lk.recorder.last.input_tokens if lkc._lk.recorder.last else None
+            name = f"{provider} (~{tokens} input tokens)" if tokens else provider
+            print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {l / r:6.3f} {added * 1000:21.3f}")
+            for c in (raw, lkc):
+                c.close()
+    print("goals: ratio <= 1.20 at ~40k tokens; added before send <= 1 ms per 10k prompt tokens")
+
+
 def _otel_sdk_telemetry() -> lk.Telemetry:
     """latencykit Telemetry on a real OTel SDK: batch span processor + in-memory exporters."""
     from opentelemetry.sdk.metrics import MeterProvider
@@ -114,45 +220,54 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per client per round")
+    parser.add_argument("--only", choices=("streams", "sizes"), default=None, help="run one part only")
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 1:
         parser.error("--rounds and --calls must be >= 1")
 
     with emulator_process() as base:
-        ant_raw = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0)
-        otel = _otel_sdk_telemetry()
-        recorder = lambda: lk.Recorder(max_calls=100)  # noqa: E731
-        ant_lk = lk.Anthropic(base_url=base, api_key="k", max_retries=0, recorder=recorder())
-        ant_otel = lk.Anthropic(base_url=base, api_key="k", max_retries=0, recorder=recorder(), telemetry=otel)
-        oai_raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
-        oai_lk = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, recorder=recorder())
-        oai_otel = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, recorder=recorder(), telemetry=otel)
-        rows = {
-            "anthropic messages.create(stream=True)": (_anthropic_call(ant_raw), _anthropic_call(ant_lk), _anthropic_call(ant_otel)),
-            "openai chat.completions.create(stream=True)": (_chat_call(oai_raw), _chat_call(oai_lk), _chat_call(oai_otel)),
-        }
-        for calls in rows.values():  # warm up imports, pools and caches
-            for call in calls * 2:
-                call()
-        print(f"client CPU per streamed call, {OUTPUT_TOKENS} output tokens, zero server delay, "
-              f"{args.rounds} rounds × {args.calls} calls, emulator in a separate process (pid {os.getpid()} measured)")
-        print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'lk+OTel SDK ms':>15} {'ratio':>6}")
-        plain, with_otel = [], []
-        for name, calls in rows.items():
-            samples: list[list[float]] = [[], [], []]
-            for i in range(args.rounds):
-                order = list(range(3)) if i % 2 == 0 else list(reversed(range(3)))
-                for k in order:
-                    samples[k].append(_cpu_per_call(calls[k], args.calls))
-            r, l, o = (statistics.median(x) for x in samples)
-            plain.append(l / r)
-            with_otel.append(o / r)
-            print(f"{name:44} {r * 1000:10.2f} {l * 1000:8.2f} {l / r:6.3f} {o * 1000:15.2f} {o / r:6.3f}")
-        print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(plain):6.3f} "
-              f"{'':15} {statistics.geometric_mean(with_otel):6.3f}")
-        print("goals: latencykit / raw <= 1.05 (telemetry unconfigured); with the OTel SDK on <= 1.10")
-        for c in (ant_raw, ant_lk, ant_otel, oai_raw, oai_lk, oai_otel):
-            c.close()
+        if args.only != "sizes":
+            streams(base, args.rounds, args.calls)
+        if args.only != "streams":
+            size_axis(base, args.rounds, args.calls)
+
+
+def streams(base: str, rounds: int, calls_per_round: int) -> None:
+    """The 500-token streaming rows: raw SDK, latencykit, latencykit with the OTel SDK."""
+    ant_raw = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0)
+    otel = _otel_sdk_telemetry()
+    recorder = lambda: lk.Recorder(max_calls=100)  # noqa: E731
+    ant_lk = lk.Anthropic(base_url=base, api_key="k", max_retries=0, recorder=recorder())
+    ant_otel = lk.Anthropic(base_url=base, api_key="k", max_retries=0, recorder=recorder(), telemetry=otel)
+    oai_raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+    oai_lk = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, recorder=recorder())
+    oai_otel = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, recorder=recorder(), telemetry=otel)
+    rows = {
+        "anthropic messages.create(stream=True)": (_anthropic_call(ant_raw), _anthropic_call(ant_lk), _anthropic_call(ant_otel)),
+        "openai chat.completions.create(stream=True)": (_chat_call(oai_raw), _chat_call(oai_lk), _chat_call(oai_otel)),
+    }
+    for calls in rows.values():  # warm up imports, pools and caches
+        for call in calls * 2:
+            call()
+    print(f"client CPU per streamed call, {OUTPUT_TOKENS} output tokens, zero server delay, "
+          f"{rounds} rounds × {calls_per_round} calls, emulator in a separate process (pid {os.getpid()} measured)")
+    print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'lk+OTel SDK ms':>15} {'ratio':>6}")
+    plain, with_otel = [], []
+    for name, calls in rows.items():
+        samples: list[list[float]] = [[], [], []]
+        for i in range(rounds):
+            order = list(range(3)) if i % 2 == 0 else list(reversed(range(3)))
+            for k in order:
+                samples[k].append(_cpu_per_call(calls[k], calls_per_round))
+        r, l, o = (statistics.median(x) for x in samples)
+        plain.append(l / r)
+        with_otel.append(o / r)
+        print(f"{name:44} {r * 1000:10.2f} {l * 1000:8.2f} {l / r:6.3f} {o * 1000:15.2f} {o / r:6.3f}")
+    print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(plain):6.3f} "
+          f"{'':15} {statistics.geometric_mean(with_otel):6.3f}")
+    print("goals: latencykit / raw <= 1.05 (telemetry unconfigured); with the OTel SDK on <= 1.10")
+    for c in (ant_raw, ant_lk, ant_otel, oai_raw, oai_lk, oai_otel):
+        c.close()
 
 
 if __name__ == "__main__":

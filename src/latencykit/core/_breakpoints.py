@@ -50,13 +50,18 @@ class MarkerPlan:
 
 
 class BreakpointPlanner:
-    """Default strategy: end of tools, end of the stable system prompt, newest message (multi-turn).
+    """Default strategy: end of tools, end of the stable system prompt, end of the stable messages.
 
-    A single-turn request's user message gets no marker: it is the dynamic part. Segments
-    learned to be dynamic stop the walk: no marker is put after the first dynamic block.
-    When the newest message is more than ``lookback`` blocks past the last cached prefix, one
-    extra marker goes ``lookback - 1`` blocks after it, so the 20-block lookback finds it.
-    Prefixes shorter than the model's minimum get no marker (it would cache nothing).
+    Segments learned to be dynamic stop the walk: no marker is put after the first dynamic
+    block. In the messages, the learned boundary (`core._learn`) puts a marker on the last
+    block before it: the last stable leading block of the newest message (retrieved
+    documents before a varying question), or the end of the last stable message (few-shot
+    examples before a varying question). With no boundary learned — a conversation that
+    grows call by call, or a family's first call — a multi-turn request's newest message is
+    marked so the next turn reads the whole history; a single-turn request's user message
+    gets none. When the message marker is more than ``lookback`` blocks past the last
+    cached prefix, one extra marker goes ``lookback - 1`` blocks after it, so the 20-block
+    lookback finds it. Prefixes shorter than the model's minimum get no marker.
     """
 
     def __init__(self, *, lookback: int = LOOKBACK_BLOCKS) -> None:
@@ -68,35 +73,50 @@ class BreakpointPlanner:
         if "tools" in dyn:
             return []
         wanted: list[int] = []
-        tools = [i for i, b in enumerate(blocks) if b.segment == "tools"]
-        system = [i for i, b in enumerate(blocks) if b.segment == "system"]
-        if tools:
-            wanted.append(tools[-1])
-        stable = system[: dyn.get("system", len(system))]
-        mark = _last_markable(shape, stable)
-        if mark is not None:
-            wanted.append(mark)
-        if shape.messages > 1 and "system" not in dyn:
-            last = [i for i, b in enumerate(blocks) if b.segment == f"message {shape.messages - 1}"]
-            newest = _last_markable(shape, last)
-            if newest is not None:
-                wanted.append(newest)
-                cached = max((p for p in ctx.written if p < newest), default=None)
-                if cached is not None and newest - cached >= self.lookback:
+        spans = {seg.name: (seg.first_block, seg.first_block + len(seg.blocks)) for seg in shape.segments}
+        tools, system = spans.get("tools"), spans.get("system")
+        if tools is not None:
+            wanted.append(tools[1] - 1)
+        if system is not None:
+            mark = _last_markable(shape, range(system[0], min(system[1], system[0] + dyn.get("system", len(blocks)))))
+            if mark is not None:
+                wanted.append(mark)
+        if "system" not in dyn:
+            message = self._message_marker(shape, dyn, spans)
+            if message is not None:
+                wanted.append(message)
+                cached = max((p for p in ctx.written if p < message), default=None)
+                if cached is not None and message - cached >= self.lookback:
                     step = _last_markable(shape, range(cached + 1, cached + self.lookback))
                     if step is not None:
                         wanted.append(step)
         keep = [i for i in wanted if blocks[i].prefix_tokens >= ctx.min_tokens]
-        # Furthest first: it reads the most; the lookback step right after the newest marker.
+        # Furthest first: it reads the most; the lookback step right after the message marker.
         keep.sort(reverse=True)
         return keep
+
+    @staticmethod
+    def _message_marker(shape: Shape, dyn: Mapping[str, int], spans: Mapping[str, tuple[int, int]]) -> Optional[int]:
+        first = min((start for name, (start, _) in spans.items() if name.startswith("message")), default=None)
+        if first is None:
+            return None
+        boundary = min(
+            (min(start + dyn[name], end) for name, (start, end) in spans.items() if name.startswith("message") and name in dyn),
+            default=None,
+        )
+        if boundary is not None:
+            return _last_markable(shape, range(first, boundary))
+        newest = spans.get(f"message {shape.messages - 1}")
+        if shape.messages > 1 and newest is not None:
+            return _last_markable(shape, range(*newest))
+        return None
 
     def __repr__(self) -> str:
         return f"BreakpointPlanner(lookback={self.lookback})"
 
 
 def _last_markable(shape: Shape, indices: Sequence[int]) -> Optional[int]:
-    for i in reversed(list(indices)):
+    for i in reversed(indices):
         if 0 <= i < len(shape.blocks) and shape.blocks[i].markable:
             return i
     return None

@@ -2,10 +2,21 @@
 
 A family is the set of requests with the same API, tool names and system-prompt layout
 (see `_segments`); for each, the previous call's segment fingerprints are kept (never
-text). Comparing them locates the first changed segment and, to within 16 characters,
-where in it the change starts. A ``tools`` or ``system`` segment that changes on
-`DYNAMIC_AFTER` consecutive calls is *dynamic*: the planner stops putting breakpoints after
-it until it has stayed the same for `STATIC_AFTER` calls.
+text). Comparing them locates the first changed segment, the first changed block in it
+and, to within 16 characters, where in that block the change starts (chunk prints, made
+once per block content the learner has not seen before and kept in a bounded store).
+
+Two kinds of boundary are learned:
+
+- a ``tools`` or ``system`` segment that changes on `DYNAMIC_AFTER` consecutive calls is
+  *dynamic* (a timestamp in the system prompt): the planner stops putting breakpoints
+  after it until it has stayed the same for `STATIC_AFTER` calls, and one warning says so;
+- in the messages, the first block that differs from the previous call, counted from the
+  newest message (RAG documents before a varying question: the newest message's block 3;
+  few-shot examples: the newest message's block 0). The later of the last two observations
+  is used, so one unusual call (new documents) does not move it; a call that extends the
+  previous one (a conversation) means the messages have no boundary, and the planner marks
+  the newest message as before.
 """
 
 from __future__ import annotations
@@ -13,15 +24,20 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._segments import CHUNK_CHARS, SegmentPrint, Shape
 
-__all__ = ["Change", "Families", "FamilyState", "Learned", "diff", "DYNAMIC_AFTER", "STATIC_AFTER"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Change", "Families", "FamilyState", "Learned", "Prints", "diff", "DYNAMIC_AFTER", "STATIC_AFTER"]
 
 DYNAMIC_AFTER = 2
 STATIC_AFTER = 5
 _LEARNABLE = ("tools", "system")
+Position = tuple[int, int]
+"""``(messages before the newest, block in that message)`` of the first changed message block."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,45 @@ class Change:
         return "model changed" if self.segment == "model" else f"{self.segment} changed at character {self.offset}"
 
 
-def diff(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Change]:
+class Prints:
+    """Chunk prints by block digest, bounded by total bytes in two generations; lock-free.
+
+    The current generation fills up to half the bound, then becomes the old one (its
+    entries move back to the current one when used). Every operation is one dict
+    operation, atomic under the GIL; a race costs at most a recomputation.
+    """
+
+    def __init__(self, *, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._new: dict[bytes, np.ndarray[Any, Any]] = {}
+        self._old: dict[bytes, np.ndarray[Any, Any]] = {}
+        self._bytes = 0
+
+    def get(self, digest: bytes) -> Optional[np.ndarray[Any, Any]]:
+        """The prints of the block with ``digest``, if kept."""
+        found = self._new.get(digest)
+        if found is None:
+            found = self._old.get(digest)
+            if found is not None:
+                self.put(digest, found)
+        return found
+
+    def __contains__(self, digest: bytes) -> bool:
+        return digest in self._new or self.get(digest) is not None
+
+    def put(self, digest: bytes, prints: np.ndarray[Any, Any]) -> None:
+        """Keep ``prints`` for ``digest``."""
+        if self._bytes + prints.nbytes > self.max_bytes // 2 and self._new:
+            self._old, self._new, self._bytes = self._new, {}, 0
+        self._new[digest] = prints
+        self._bytes += prints.nbytes
+
+
+def _first_difference(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> int:
+    return next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+
+
+def diff(previous: tuple[SegmentPrint, ...], shape: Shape, prints: Optional[Prints] = None) -> Optional[Change]:
     """The first segment of ``shape`` that differs from ``previous`` (a pure extension is no change)."""
     before = {s.name: s for s in previous}
     for seg in shape.segments:
@@ -51,24 +105,47 @@ def diff(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Change]:
             if seg.name in _LEARNABLE and any(s.name.startswith("message") for s in previous):
                 return Change(seg.name, 0, seg.first_block)
             continue
-        if old.digest == seg.digest:
+        if old.blocks == seg.blocks:
             continue
-        offset = next((i * CHUNK_CHARS for i, (a, b) in enumerate(zip(old.chunks, seg.chunks)) if a != b), None)
-        if offset is None:
-            offset = min(len(old.chunks), len(seg.chunks)) * CHUNK_CHARS
-            offset = min(offset, old.length, seg.length)
-        return Change(seg.name, offset, seg.first_block, _block_of(seg, offset))
+        j = _first_difference(old.blocks, seg.blocks)
+        offset = sum(seg.sizes[:j])
+        if j < len(old.blocks) and j < len(seg.blocks):
+            offset += _offset_in_block(prints, old.blocks[j], seg.blocks[j], min(old.sizes[j], seg.sizes[j]))
+        return Change(seg.name, offset, seg.first_block, min(j, max(len(seg.blocks) - 1, 0)))
     return None
 
 
-def _block_of(seg: SegmentPrint, offset: int) -> int:
-    """Which block of ``seg`` holds character ``offset``."""
-    total = 0
-    for j, size in enumerate(seg.sizes):
-        total += size
-        if offset < total:
-            return j
-    return max(len(seg.sizes) - 1, 0)
+def _offset_in_block(prints: Optional[Prints], old: bytes, new: bytes, shorter: int) -> int:
+    """Where two versions of a block first differ (±16 characters); 0 when their prints are not kept."""
+    a = prints.get(old) if prints is not None else None
+    b = prints.get(new) if prints is not None else None
+    if a is None or b is None:
+        return 0
+    n = min(len(a), len(b))
+    differing = (a[:n] != b[:n]).nonzero()[0]
+    return int(differing[0]) * CHUNK_CHARS if len(differing) else min(n * CHUNK_CHARS, shorter)
+
+
+def _messages(segments: tuple[SegmentPrint, ...]) -> list[SegmentPrint]:
+    return [s for s in segments if s.name.startswith("message")]
+
+
+def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position]:
+    """Where the messages first differ from the previous call's, counted from the newest; ``None``
+    when they extend (a conversation) or repeat the previous call's messages."""
+    old, new = _messages(previous), _messages(shape.segments)
+    for k, seg in enumerate(new):
+        if k >= len(old):
+            return None
+        if old[k].blocks != seg.blocks:
+            return (len(new) - 1 - k, _first_difference(old[k].blocks, seg.blocks))
+    return None
+
+
+def _later(a: Optional[Position], b: Optional[Position]) -> Optional[Position]:
+    if a is None or b is None:
+        return None
+    return a if (-a[0], a[1]) >= (-b[0], b[1]) else b
 
 
 @dataclass
@@ -82,6 +159,8 @@ class FamilyState:
     steady: dict[str, int] = field(default_factory=dict)
     dynamic: dict[str, int] = field(default_factory=dict)
     warned: set[str] = field(default_factory=set)
+    tails: list[Optional[Position]] = field(default_factory=list)
+    """The last two observations of where the messages first changed (see `_tail`)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +169,7 @@ class Learned:
 
     change: Optional[Change]
     dynamic: dict[str, int]
+    """Segments that change from call to call → index of their first changing block (messages included)."""
     newly_dynamic: Optional[Change] = None
     previous_marked: int = -1
 
@@ -97,13 +177,20 @@ class Learned:
 class Families:
     """Per-family learning state, bounded (LRU) and thread-safe."""
 
-    def __init__(self, *, capacity: int = 1024) -> None:
+    def __init__(self, *, capacity: int = 1024, prints: Optional[Prints] = None) -> None:
         self.capacity = capacity
+        self.prints = prints if prints is not None else Prints()
         self._states: OrderedDict[bytes, FamilyState] = OrderedDict()
         self._lock = threading.Lock()
 
-    def observe(self, shape: Shape) -> Learned:
-        """Compare ``shape`` with the family's previous call, update what is learned, remember it."""
+    def observe(self, shape: Shape, text: Optional[Callable[[int], str]] = None) -> Learned:
+        """Compare ``shape`` with the family's previous call, update what is learned, remember it.
+
+        ``text(i)`` gives block ``i``'s canonical text; it is asked only for blocks whose
+        chunk prints are not kept yet (none at all in a steady family).
+        """
+        if text is not None:
+            self._print_new_blocks(shape, text)
         with self._lock:
             state = self._states.get(shape.family)
             if state is None:
@@ -111,7 +198,7 @@ class Families:
                 while len(self._states) > self.capacity:
                     self._states.popitem(last=False)
             self._states.move_to_end(shape.family)
-            change = diff(state.last, shape) if state.last else None
+            change = diff(state.last, shape, self.prints) if state.last else None
             newly: Optional[Change] = None
             for name in _LEARNABLE:
                 if change is not None and change.segment == name:
@@ -127,9 +214,30 @@ class Families:
                     state.changes[name] = 0
                     if state.steady[name] >= STATIC_AFTER:
                         state.dynamic.pop(name, None)
+            if state.last:
+                state.tails = [*state.tails[-1:], _tail(state.last, shape)]
             previous = state.last_marked
             state.last = shape.segments
-            return Learned(change, dict(state.dynamic), newly, previous)
+            dynamic = dict(state.dynamic)
+            tails = state.tails
+        if tails:
+            where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
+            messages = _messages(shape.segments)
+            if where is not None and where[0] < len(messages):
+                dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
+        return Learned(change, dynamic, newly, previous)
+
+    def _print_new_blocks(self, shape: Shape, text: Callable[[int], str]) -> None:
+        prints = self.prints
+        state = self._states.get(shape.family)  # read without the lock: a stale view costs a recomputation
+        dynamic = state.dynamic if state is not None else {}
+        seen = {d for s in state.last for d in s.blocks} if state is not None and dynamic else set()
+        fp = shape._fp
+        for i, block in enumerate(shape.blocks):
+            digest = block.digest
+            # Blocks of a segment learned dynamic get prints only once they repeat.
+            if digest not in prints and (block.segment not in dynamic or digest in seen):
+                prints.put(digest, fp.chunks(text(i)))
 
     def marked(self, shape: Shape, furthest: int) -> None:
         """Remember the furthest block this call marked (for explaining the next call's misses)."""

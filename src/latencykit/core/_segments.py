@@ -4,8 +4,17 @@ The cache is an exact prefix match over ``tools → system → messages`` (Anthr
 serialized prompt (OpenAI). `parse` turns a request into `Block`s in that order, each with
 its estimated cumulative token count and a *keyed* digest (BLAKE2b with a secret, so
 fingerprints never reveal text and differ between deployments unless they share the
-secret). Segments (``tools``, ``system``, ``message k``) also keep digests of 16-character
-chunks, which is how a change is located to within 16 characters without storing text.
+secret). Segments (``tools``, ``system``, ``message k``) are the tuples of their blocks'
+digests.
+
+Cost: planning runs before every call, so a block's digest, canonical length and token
+estimate are computed once per distinct content and then found again through a memo keyed
+by Python's own string hashes (SipHash, keyed per process, cached inside each ``str``
+object): a block seen before costs a few dictionary look-ups however long its text, and a
+rebuilt but equal string costs one pass at memory speed. The memo keeps hashes and
+digests, never text. Chunk prints (which locate a change to within 16 characters) are
+computed by `Fingerprinter.chunks` only for blocks the learner has not seen before
+(`core._learn`).
 
 Odd shapes (a generator of messages, a non-dict block) raise `Unsupported`; callers send
 such requests as given.
@@ -18,16 +27,22 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from ._tokens import CHARS_PER_TOKEN, PER_MESSAGE_TOKENS, PER_REQUEST_TOKENS, block_size, canonical
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
-    "Block", "Fingerprinter", "SegmentPrint", "Shape", "Unsupported", "parse", "CHUNK_CHARS", "marker_ttl", "is_markable",
+    "Block", "Fingerprinter", "SegmentPrint", "Shape", "Unsupported", "parse", "resolve", "texts", "CHUNK_CHARS",
+    "MAX_CHUNKS", "marker_ttl", "is_markable",
 ]  # fmt: skip
 
 CHUNK_CHARS = 16
-MAX_CHUNKS = 8192  # locate changes in the first 128k characters of a segment
+MAX_CHUNKS = 8192  # locate changes in the first 128k characters of a block
+MEMO_SIZE = 4096
+"""Distinct block contents (and prefix links) remembered per generation of the memo."""
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 
@@ -36,6 +51,34 @@ Estimator = Callable[[Any], "tuple[int, int]"]
 
 class Unsupported(Exception):
     """The request has a shape the planner does not take apart (it is sent as given)."""
+
+
+class _Memo:
+    """A bounded map in two generations: the current one fills up, then becomes the old one.
+
+    Lock-free: every operation is a single dict operation (atomic under the GIL); a race
+    costs at most a recomputation.
+    """
+
+    __slots__ = ("size", "new", "old")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.new: dict[Any, Any] = {}
+        self.old: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        value = self.new.get(key)
+        if value is None:
+            value = self.old.get(key)
+            if value is not None:
+                self.put(key, value)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        if len(self.new) >= self.size:
+            self.old, self.new = self.new, {}
+        self.new[key] = value
 
 
 class Fingerprinter:
@@ -48,6 +91,9 @@ class Fingerprinter:
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise ValueError(f"secret must be non-empty bytes, got {secret!r}")
         self._key = hashlib.blake2b(bytes(secret), digest_size=32).digest()
+        self._blocks = _Memo(MEMO_SIZE)
+        self._links = _Memo(MEMO_SIZE)
+        self._mix: Any = None
 
     def digest(self, *parts: bytes, size: int = 16) -> bytes:
         """Keyed digest of ``parts`` (length-prefixed, so boundaries are unambiguous)."""
@@ -57,20 +103,48 @@ class Fingerprinter:
             h.update(part)
         return h.digest()
 
-    def chunks(self, text: str) -> tuple[bytes, ...]:
-        """8-byte digests of consecutive `CHUNK_CHARS`-character pieces of ``text``."""
-        limit = min(len(text), CHUNK_CHARS * MAX_CHUNKS)
-        return tuple(self.digest(text[i : i + CHUNK_CHARS].encode(), size=8) for i in range(0, limit, CHUNK_CHARS))
+    def link(self, state: bytes, digest: bytes) -> bytes:
+        """``digest(state, digest)``, remembered: the cumulative fingerprint of a prefix one block longer."""
+        key = state + digest
+        out: Optional[bytes] = self._links.get(key)
+        if out is None:
+            out = self.digest(state, digest)
+            self._links.put(key, out)
+        return out
+
+    def chunks(self, text: str) -> np.ndarray[Any, Any]:
+        """32-bit keyed prints of consecutive `CHUNK_CHARS`-character pieces of ``text`` (first `MAX_CHUNKS`).
+
+        A keyed multilinear hash over each piece's UTF-32 code units followed by a
+        multiply-xorshift finalizer, vectorized with numpy (one pass at memory speed). The
+        prints are compared only with earlier prints of this process, to locate a change;
+        they never leave it.
+        """
+        import numpy as np
+
+        if self._mix is None:
+            seed = hashlib.blake2b(b"chunk-prints", key=self._key, digest_size=64).digest()
+            self._mix = np.frombuffer(seed, dtype="<u8") | np.uint64(1)
+        data = text[: CHUNK_CHARS * MAX_CHUNKS].encode("utf-32-le")
+        pad = -len(data) % (4 * CHUNK_CHARS)
+        if pad:
+            data += b"\0" * pad
+        words = np.frombuffer(data, dtype="<u8").reshape(-1, 2 * CHUNK_CHARS // 4)
+        h = words @ self._mix
+        h ^= h >> np.uint64(29)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(32)
+        out: np.ndarray[Any, Any] = h.astype(np.uint32)
+        return out
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(NamedTuple):
     """One cacheable unit (a tool, a system block, a message content block) in prefix order."""
 
     segment: str
     """``"tools"``, ``"system"`` or ``"message k"``."""
     path: tuple[Any, ...]
-    """Where it lives: ``("tools", i)``, ``("system",)``, ``("system", j)``, ``("messages", m)``, ``("messages", m, b)``."""
+    """Where it lives: ``("tools", i)``, ``("system",)``, ``("system", j)``, ``("messages", m)``, ``("messages", m, b)``, ``("instructions",)``, ``("input",)``, ``("input", m)``."""
     digest: bytes
     """Keyed digest of this block alone (role and position included, ``cache_control`` excluded)."""
     prefix_tokens: int
@@ -79,20 +153,24 @@ class Block:
     """TTL of the caller's ``cache_control`` on this block (``"5m"`` / ``"1h"``), ``None`` if unmarked."""
     markable: bool = True
     """Whether a ``cache_control`` may be put on it (not thinking blocks, not empty text)."""
+    length: int = 0
+    """Characters of its canonical text (to turn a chunk index into a segment offset)."""
 
 
-@dataclass(frozen=True)
-class SegmentPrint:
-    """Keyed fingerprints of one segment: the whole, and its 16-character chunks."""
+class SegmentPrint(NamedTuple):
+    """Keyed fingerprints of one segment: the digests of its blocks, in order."""
 
     name: str
-    digest: bytes
-    chunks: tuple[bytes, ...]
-    length: int
+    blocks: tuple[bytes, ...]
     first_block: int
     """Index in `Shape.blocks` of its first block (``-1`` for ``model``)."""
     sizes: tuple[int, ...] = ()
-    """Canonical text length of each of its blocks (to find the block holding an offset)."""
+    """Canonical text length of each of its blocks (to turn a block and chunk into an offset)."""
+
+    @property
+    def length(self) -> int:
+        """Characters of the segment's canonical text."""
+        return sum(self.sizes)
 
 
 @dataclass(frozen=True)
@@ -111,29 +189,27 @@ class Shape:
     """TTL of a top-level automatic ``cache_control`` (``"5m"`` / ``"1h"``), ``None`` if absent."""
     context: bytes = b""
     """Digest of settings that invalidate the messages tier (``tool_choice``, ``thinking``)."""
+    markers: tuple[tuple[int, str], ...] = ()
+    """The caller's ``(block index, ttl)`` markers, top-level one excluded."""
     _fp: Fingerprinter = field(default_factory=lambda: Fingerprinter(b"-"), repr=False, compare=False)
 
     def prefixes(self, salt: str = "") -> tuple[bytes, ...]:
         """Cumulative fingerprint of the prefix ending at each block (``salt``: e.g. a ``prompt_cache_key``)."""
+        link = self._fp.link
         state = self._fp.digest(self.api.encode(), self.model.encode(), salt.encode())
         out = []
         first_message = True
         for block in self.blocks:
-            if block.segment.startswith("message") and first_message:
-                state = self._fp.digest(state, self.context)
+            if first_message and block.segment.startswith("message"):
+                state = link(state, self.context)
                 first_message = False
-            state = self._fp.digest(state, block.digest)
+            state = link(state, block.digest)
             out.append(state)
         return tuple(out)
 
     def segment(self, name: str) -> Optional[SegmentPrint]:
         """The print of segment ``name``, if the request has it."""
         return next((s for s in self.segments if s.name == name), None)
-
-    @property
-    def markers(self) -> tuple[tuple[int, str], ...]:
-        """The caller's ``(block index, ttl)`` markers, top-level one excluded."""
-        return tuple((i, b.marker) for i, b in enumerate(self.blocks) if b.marker is not None)
 
 
 def _dump(value: Any) -> Any:
@@ -152,12 +228,19 @@ def _seq(value: Any, what: str) -> Sequence[Any]:
     raise Unsupported(f"{what} is a {type(value).__name__}, not a list")
 
 
+def _get(value: Any, key: str) -> Any:
+    """``value[key]`` for a mapping, the attribute for an SDK model, else ``None``."""
+    if isinstance(value, Mapping):
+        return value.get(key)
+    return getattr(value, key, None) if hasattr(value, "model_dump") else None
+
+
 def marker_ttl(block: Any) -> Optional[str]:
     """TTL of a block's ``cache_control`` (``"5m"`` / ``"1h"``), ``None`` when it has none."""
-    cc = block.get("cache_control") if isinstance(block, Mapping) else None
+    cc = _get(block, "cache_control")
     if cc is None:
         return None
-    ttl = cc.get("ttl") if isinstance(cc, Mapping) else None
+    ttl = _get(cc, "ttl")
     return ttl if ttl in ("5m", "1h") else "5m"
 
 
@@ -173,52 +256,143 @@ def is_markable(block: Any) -> bool:
     return not (kind == "text" and not block.get("text"))
 
 
+# -- content keys: Python's cached string hashes, folded over a block's structure -------------
+
+_SCALARS = {int: "i", float: "f", bool: "b", type(None): "n"}
+
+
+class _NoKey(Exception):
+    """The value holds something without a cheap, faithful key; compute its digest directly."""
+
+
+def _fold(value: Any) -> int:
+    """A process-local hash of ``value``'s content: equal keys mean equal canonical text.
+
+    Strings cost nothing once hashed (CPython caches the hash in the object); containers
+    fold their items in order; scalars go through ``repr`` (``hash(-1) == hash(-2)``).
+    """
+    kind = type(value)
+    if kind is str:
+        return hash(value)
+    if kind is dict:
+        return hash(tuple([(k, _fold(v)) for k, v in value.items()]))
+    if kind is list or kind is tuple:
+        return hash(("[", *[_fold(v) for v in value]))
+    tag = _SCALARS.get(kind)
+    if tag is not None:
+        return hash((tag, repr(value)))
+    if isinstance(value, Mapping):
+        return hash(tuple([(k, _fold(v)) for k, v in value.items()]))
+    fields = getattr(value, "__dict__", None)
+    if hasattr(value, "model_dump") and isinstance(fields, dict):
+        extra = getattr(value, "__pydantic_extra__", None)
+        return hash((kind.__qualname__, _fold(fields), _fold(extra) if extra else 0))
+    raise _NoKey
+
+
+def _content_key(raw: Any) -> Any:
+    """A fold of a block's content without its top-level ``cache_control``; ``None`` if it has none."""
+    try:
+        kind = type(raw)
+        if kind is str:
+            return (hash(raw), len(raw))
+        if kind is dict or isinstance(raw, Mapping):
+            return hash(tuple([(k, _fold(v)) for k, v in raw.items() if k != "cache_control"]))
+        return _fold(raw)
+    except (_NoKey, TypeError):
+        return None
+
+
+class _Info(NamedTuple):
+    digest: bytes
+    length: int
+    chars: int
+    fixed: int
+    markable: bool
+
+
 class _Builder:
+    """Collects blocks in prefix order; one call of `add` per block, a few look-ups each."""
+
     def __init__(self, fp: Fingerprinter, estimate: Estimator) -> None:
         self.fp = fp
+        self.memo = fp._blocks
         self.estimate = estimate
+        self.default_estimate = estimate is block_size
         self.blocks: list[Block] = []
-        self.segments: list[SegmentPrint] = []
+        self.markers: list[tuple[int, str]] = []
         self.chars = 0
         self.fixed = PER_REQUEST_TOKENS
-        self._seg: Optional[tuple[str, int, list[str]]] = None
+        self.done: list[SegmentPrint] = []
+        self._name = ""
+        self._digests: list[bytes] = []
+        self._sizes: list[int] = []
 
-    def open(self, name: str) -> None:
-        self.close()
-        self._seg = (name, len(self.blocks), [])
+    def _close(self) -> None:
+        if self._digests:
+            start = len(self.blocks) - len(self._digests)
+            self.done.append(SegmentPrint(self._name, tuple(self._digests), start, tuple(self._sizes)))
+            self._digests, self._sizes = [], []
 
-    def close(self) -> None:
-        if self._seg is None:
-            return
-        name, first, texts = self._seg
-        text = "".join(texts)
-        self.segments.append(
-            SegmentPrint(
-                name, self.fp.digest(text.encode()), self.fp.chunks(text), len(text), first, tuple(map(len, texts))
-            )
-        )
-        self._seg = None
+    def add(self, name: str, path: tuple[Any, ...], raw: Any, tag: tuple[Any, ...], markable: Optional[bool] = None) -> _Info:
+        kind = type(raw)
+        content = _content_key(raw)
+        key = None if content is None else (tag, content)
+        memo = self.memo
+        info: Optional[_Info] = None if key is None else (memo.new.get(key) or memo.get(key))
+        if info is None:
+            value = _dump(raw)
+            text = canonical(value)
+            chars, fixed = self.estimate(value) if self.default_estimate else (0, 0)
+            label = ":".join(map(str, tag)).encode()
+            info = _Info(self.fp.digest(label, text.encode()), len(text), chars, fixed, is_markable(value))
+            if key is not None:
+                memo.put(key, info)
+        if self.default_estimate:
+            self.chars += info.chars
+            self.fixed += info.fixed
+        else:
+            chars, fixed = self.estimate(_dump(raw))
+            self.chars += chars
+            self.fixed += fixed
+        marker = None if kind is str or (kind is dict and "cache_control" not in raw) else marker_ttl(raw)
+        if marker is not None:
+            self.markers.append((len(self.blocks), marker))
+        if name != self._name:
+            self._close()
+            self._name = name
+        self._digests.append(info.digest)
+        self._sizes.append(info.length)
+        self.blocks.append(
+            Block(name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, marker,
+                  info.markable if markable is None else markable, info.length)
+        )  # fmt: skip
+        return info
 
-    def add(self, name: str, path: tuple[Any, ...], raw: Any, tag: str, markable: Optional[bool] = None) -> None:
-        value = _dump(raw)
-        text = canonical(value)
-        chars, fixed = self.estimate(value)
-        self.chars += chars
-        self.fixed += fixed
-        tokens = math.ceil(self.chars / CHARS_PER_TOKEN) + self.fixed
-        assert self._seg is not None
-        self._seg[2].append(text)
-        digest = self.fp.digest(tag.encode(), text.encode())
-        ok = is_markable(value) if markable is None else markable
-        self.blocks.append(Block(name, path, digest, tokens, marker_ttl(value), ok))
+    def segments(self) -> list[SegmentPrint]:
+        """The blocks grouped into segments (consecutive blocks with the same segment name)."""
+        self._close()
+        return self.done
 
 
-def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[str]) -> bytes:
+def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:
     # Stable under edits *inside* the system prompt (a timestamp) but not across different
     # prompts: tool names, the number of system blocks and their rough sizes.
-    names = [str(t.get("name") or (t.get("function") or {}).get("name")) if isinstance(t, Mapping) else "?" for t in tools]
-    sizes = [str(len(s) // 512) for s in system]
-    return fp.digest(api.encode(), "\x1f".join(names).encode(), "\x1f".join(sizes).encode(), size=8)
+    names = tuple([(t.get("name") or _get(t.get("function"), "name")) if type(t) is dict or isinstance(t, Mapping) else "?" for t in tools])
+    sizes = tuple([n // 512 for n in system])
+    key = (api, names, sizes)
+    found: Optional[bytes] = fp._links.get(key)
+    if found is None:
+        found = fp.digest(api.encode(), "\x1f".join(map(str, names)).encode(), "\x1f".join(map(str, sizes)).encode(), size=8)
+        fp._links.put(key, found)
+    return found
+
+
+def _context(fp: Fingerprinter, request: Mapping[str, Any]) -> bytes:
+    choice, thinking = request.get("tool_choice"), request.get("thinking")
+    if choice is None and thinking is None:
+        return fp.link(b"context", b"")
+    return fp.digest(canonical(choice).encode(), canonical(thinking).encode())
 
 
 def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Estimator = block_size) -> Shape:
@@ -228,64 +402,85 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
     if not isinstance(model, str):
         raise Unsupported("model is not a string")
     b = _Builder(fp, estimate)
+    add = b.add
     tools = request.get("tools")
     tools = _seq(tools, "tools") if isinstance(tools, (list, tuple)) and tools else ()
-    if tools:
-        b.open("tools")
-        for i, tool in enumerate(tools):
-            b.add("tools", ("tools", i), tool, f"tool:{i}", markable=isinstance(tool, Mapping))
-    system_texts: list[str] = []
+    for i, tool in enumerate(tools):
+        add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping))
+    system_sizes: list[int] = []
     context = b""
+    key = "messages"
+    single = False
     if api == "messages":
         system = request.get("system")
         if isinstance(system, str) and system:
-            b.open("system")
-            b.add("system", ("system",), system, "system:0")
-            system_texts.append(system)
+            system_sizes.append(add("system", ("system",), system, ("system", 0)).length)
         elif isinstance(system, (list, tuple)) and system:
-            b.open("system")
             for j, block in enumerate(system):
-                b.add("system", ("system", j), block, f"system:{j}")
-                system_texts.append(canonical(_dump(block)))
+                system_sizes.append(add("system", ("system", j), block, ("system", j)).length)
         items = _seq(request.get("messages"), "messages")
-        context = fp.digest(canonical(request.get("tool_choice")).encode(), canonical(request.get("thinking")).encode())
+        context = _context(fp, request)
     else:
         if api == "responses":
             instructions = request.get("instructions")
             if isinstance(instructions, str) and instructions:
-                b.open("system")
-                b.add("system", ("instructions",), instructions, "instructions", markable=False)
-                system_texts.append(instructions)
+                system_sizes.append(add("system", ("instructions",), instructions, ("instructions",), False).length)
             raw = request.get("input")
-            items = [raw] if isinstance(raw, str) else _seq(raw, "input")
+            key = "input"
+            single = isinstance(raw, str)
+            items = [raw] if single else _seq(raw, "input")
         else:
             items = _seq(request.get("messages"), "messages")
     leading = True
     for m, message in enumerate(items):
-        message = _dump(message)
-        role = message.get("role") if isinstance(message, Mapping) else None
-        is_system = api != "messages" and leading and role in _SYSTEM_ROLES
-        leading = leading and is_system
-        name = "system" if is_system else f"message {m}"
-        if is_system:
-            if b._seg is None or b._seg[0] != "system":
-                b.open("system")
-            system_texts.append(canonical(message))
-        else:
-            b.open(name)
+        is_dict = type(message) is dict
+        if api != "messages":
+            if not (is_dict or isinstance(message, (str, Mapping)) or hasattr(message, "model_dump")):
+                raise Unsupported(f"input item of type {type(message).__name__}")
+            role = message.get("role") if is_dict else _get(message, "role")
+            leading = leading and role in _SYSTEM_ROLES
+            b.fixed += PER_MESSAGE_TOKENS
+            info = add("system" if leading else f"message {m}", (key,) if single else (key, m), message, ("m", m, role), False)
+            if leading:
+                system_sizes.append(info.length)
+            continue
+        if not is_dict:
+            message = message if isinstance(message, Mapping) else _dump(message)
+        role = message.get("role")
+        name = f"message {m}"
         b.fixed += PER_MESSAGE_TOKENS
-        content = message.get("content") if isinstance(message, Mapping) and api == "messages" else None
-        if api != "messages" or isinstance(content, str):
-            b.add(name, ("messages", m), message if api != "messages" else content, f"m{m}:{role}", bool(content) and api == "messages")
+        content = message.get("content")
+        if type(content) is str:
+            add(name, ("messages", m), content, ("m", m, role), bool(content))
             continue
         for j, block in enumerate(_seq(content, "message content")):
-            b.add(name, ("messages", m, j), block, f"m{m}:{role}:{j}")
-    b.close()
+            add(name, ("messages", m, j), block, ("m", m, role, j))
     top = request.get("cache_control") if api == "messages" else None
     top_ttl = marker_ttl({"cache_control": top}) if isinstance(top, Mapping) else None
-    segments = (SegmentPrint("model", fp.digest(model.encode()), (), len(model), -1), *b.segments)
+    segments = (SegmentPrint("model", (fp.link(b"model", model.encode()),), -1, (len(model),)), *b.segments())
     return Shape(
         api=api, model=model, blocks=tuple(b.blocks), segments=segments,
-        family=_family(fp, api, tools, system_texts), prompt_tokens=math.ceil(b.chars / CHARS_PER_TOKEN) + b.fixed,
-        messages=len(items), top_level=top_ttl, context=context, _fp=fp,
+        family=_family(fp, api, tools, system_sizes), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
+        messages=len(items), top_level=top_ttl, context=context, markers=tuple(b.markers), _fp=fp,
     )  # fmt: skip
+
+
+def texts(api: str, request: Mapping[str, Any], shape: Shape) -> Callable[[int], str]:
+    """``text(i)``: the canonical text of block ``i`` of ``shape`` (parsed from ``request``)."""
+
+    def text(i: int) -> str:
+        return canonical(_dump(resolve(api, request, shape.blocks[i].path)))
+
+    return text
+
+
+def resolve(api: str, request: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
+    """The raw block of ``request`` at a `Block.path` (a string, a mapping or an SDK model)."""
+    value: Any = request.get(path[0])
+    if len(path) == 1 or path[0] not in ("messages", "input"):
+        return value if len(path) == 1 else value[path[1]]
+    item = value[path[1]]
+    if api != "messages":
+        return item
+    content = _get(item, "content")
+    return content if len(path) == 2 else content[path[2]]

@@ -23,7 +23,7 @@ from ..core._cache_facts import OPENAI_MIN_TOKENS, OPENAI_TTL_SECONDS, min_cache
 from ..core._learn import Change, Families
 from ..core._ledger import Ledger
 from ..core._record import CallRecord
-from ..core._segments import Fingerprinter, Shape, Unsupported, parse
+from ..core._segments import Fingerprinter, Shape, Unsupported, parse, texts
 from ..core._tokens import block_size
 from ..core._verify import NOT_CHANGED_LOCALLY, PARTIAL, PREFIX_CHANGED, UNEXPECTED_MISS, Expectation, expect_anthropic, expect_openai, judge
 from ._calls import Finish, given
@@ -109,7 +109,7 @@ class CachePolicy:
         except Unsupported as exc:
             logger.debug("latencykit: not planning the prompt cache for this request (%s)", exc)
             return kwargs, None
-        learned = self._families.observe(shape)
+        learned = self._families.observe(shape, texts(api, kwargs, shape))
         if learned.newly_dynamic is not None:
             _warn_dynamic(learned.newly_dynamic)
         now = self.clock()
@@ -178,17 +178,35 @@ class CachePolicy:
         return sent, finish
 
     def derived_key(self, shape: Shape, dynamic: Mapping[str, int]) -> Optional[str]:
-        """``lk-`` + a keyed digest of the model and the static segments (tools, system), or ``None``."""
+        """``lk-`` + a keyed digest of the model and the static prefix, or ``None``.
+
+        The static prefix is the tools and the system prompt (unless learned dynamic) and,
+        once learned, the messages before the first one that changes from call to call
+        (few-shot examples); a growing conversation's messages are left out, so its key
+        stays the same turn after turn.
+        """
         if "tools" in dynamic:
             return None
-        parts = [shape.model.encode()]
-        for name in ("tools", "system"):
-            seg = shape.segment(name)
-            if seg is not None and name not in dynamic:
-                parts.append(seg.digest)
+        parts: list[Any] = [shape.model]
+        learned = any(n.startswith("message") for n in dynamic)
+        for seg in shape.segments[1:]:
+            if seg.name in dynamic:
+                if seg.name.startswith("message") and dynamic[seg.name] > 0:
+                    parts.append(seg.blocks[: dynamic[seg.name]])
+                break
+            if seg.name.startswith("message") and not learned:
+                break
+            parts.append(seg.blocks)
         if len(parts) == 1:
             return None
-        return "lk-" + self._fp.digest(*parts, size=12).hex()
+        memo = self._fp._links
+        key = tuple(parts)
+        derived: Optional[str] = memo.get(key)
+        if derived is None:
+            digests = [self._fp.digest(*blocks) for blocks in parts[1:]]
+            derived = "lk-" + self._fp.digest(shape.model.encode(), *digests, size=12).hex()
+            memo.put(key, derived)
+        return derived
 
     # -- verification -----------------------------------------------------------------------
 
