@@ -1,0 +1,65 @@
+"""Workload pieces shared by the real-server tests: prompts of a known token length, cold/warm runs."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import uuid
+from typing import Any, Callable
+
+from latencykit import CallRecord
+
+WORDS = ("the server model token cache prefix prompt stream client answer question user assistant system time "
+         "first fast slow data test value list key word line code").split()  # fmt: skip
+IGNORE_EOS = {"ignore_eos": True}
+
+
+def words(n: int, rng: random.Random) -> str:
+    """``n`` random words (a never-seen text for each new ``rng``)."""
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def calibrated_text(target: int, count: Callable[[str], int], rng: random.Random) -> tuple[str, int]:
+    """Random words whose token count (by the server's own tokenizer) is within 2 % of ``target``."""
+    n = target
+    text, k = "", 0
+    for _ in range(6):
+        text = words(n, rng)
+        k = count(text)
+        if abs(k - target) <= target * 0.02:
+            break
+        n = max(1, int(n * target / k))
+    return text, k
+
+
+def chat(system: str, question: str) -> list[dict[str, str]]:
+    """A system prompt (the shared prefix) and a user turn."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+def cold_warm(client: Any, count: Callable[[str], int], target: int, reps: int = 3) -> dict[str, Any]:
+    """One warm-up call, then per rep a cold call on a fresh random prefix and a warm call on the same prefix.
+
+    Returns the records and the medians of client TTFT.
+    """
+    client.chat.completions.create(messages=[{"role": "user", "content": "warm up"}], max_tokens=4, extra_body=IGNORE_EOS)
+    rng = random.Random(uuid.uuid4().int)  # fresh prefixes, even against a server that saw an earlier run
+    cold: list[CallRecord] = []
+    warm: list[CallRecord] = []
+    prefix_tokens: list[int] = []
+    for _ in range(reps):
+        system, k = calibrated_text(target, count, rng)
+        prefix_tokens.append(k)
+        client.chat.completions.create(messages=chat(system, "Question one?"), max_tokens=16, extra_body=IGNORE_EOS)
+        cold.append(client.latency.last)
+        client.chat.completions.create(messages=chat(system, "A different question two?"), max_tokens=16, extra_body=IGNORE_EOS)
+        warm.append(client.latency.last)
+    cold_ttft = statistics.median(r.ttft for r in cold if r.ttft is not None)
+    warm_ttft = statistics.median(r.ttft for r in warm if r.ttft is not None)
+    return {
+        "cold": cold, "warm": warm, "prefix_tokens": prefix_tokens,
+        "cold_ttft_ms": [round((r.ttft or 0) * 1000, 1) for r in cold],
+        "warm_ttft_ms": [round((r.ttft or 0) * 1000, 1) for r in warm],
+        "cold_ttft_median_ms": round(cold_ttft * 1000, 1), "warm_ttft_median_ms": round(warm_ttft * 1000, 1),
+        "ratio": round(cold_ttft / warm_ttft, 2),
+    }  # fmt: skip

@@ -1,0 +1,153 @@
+"""latencykit against a real vLLM (CPU build), skipped when it is not installed (see conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from typing import Any, Callable, Iterator
+
+import pytest
+from anthropic.types import Message
+from openai.types.chat import ChatCompletion
+
+from latencykit.vllm import VLLM, AsyncVLLM, Doctor, MetricsWindow, anthropic_client
+
+from .conftest import MAX_NUM_SEQS, REPORT, Server
+from ._workload import IGNORE_EOS, chat, cold_warm
+
+HELLO = [{"role": "user", "content": "Hello there"}]
+
+
+@pytest.fixture
+def client(vllm_server: Server) -> Iterator[VLLM]:
+    """A VLLM client on the session's server (model detected from /v1/models)."""
+    c = VLLM(vllm_server.url, max_retries=0)
+    yield c
+    c.close()
+
+
+def counter(server: Server) -> Callable[[str], int]:
+    """Token count of a text by the server's own tokenizer."""
+    return lambda text: int(server.post("/tokenize", {"model": server.model, "prompt": text, "add_special_tokens": False})["count"])
+
+
+def test_model_is_detected_and_every_chunk_counts_tokens(client: VLLM) -> None:
+    """A stream with continuous usage stats: usage on each chunk, the record's tokens are the server's."""
+    chunks = list(client.chat.completions.create(messages=HELLO, max_tokens=16, stream=True, extra_body=IGNORE_EOS))
+    rec = client.latency.last
+    assert client.model == "tiny"
+    assert rec is not None and rec.request_model == "tiny" and rec.response_model == "tiny"
+    assert rec.streamed and rec.outcome == "completed" and rec.ttft is not None
+    assert all(c.usage is not None for c in chunks)
+    assert rec.output_tokens == chunks[-1].usage.completion_tokens == 16  # type: ignore[union-attr]
+    assert rec.extra["decode_steps"] >= 2 and rec.extra["itl_per_token_mean"] > 0
+
+
+def test_non_stream_create_is_streamed_and_reassembled(client: VLLM) -> None:
+    """``create()`` without stream returns a ChatCompletion whose usage the record matches."""
+    completion = client.chat.completions.create(messages=HELLO, max_tokens=16, extra_body=IGNORE_EOS)
+    rec = client.latency.last
+    assert isinstance(completion, ChatCompletion) and completion.usage is not None and rec is not None
+    assert rec.output_tokens == completion.usage.completion_tokens == 16
+    assert rec.input_tokens == completion.usage.prompt_tokens
+    assert rec.ttft is not None and rec.ttft < (rec.e2e or 0)
+
+
+def test_repeated_prefix_is_cached_and_warm_ttft_is_below_cold(client: VLLM, vllm_server: Server) -> None:
+    """~3000-token prefix: warm calls read whole 128-token blocks of it; cold calls write them; TTFT ratio."""
+    before = client.metrics()
+    res = cold_warm(client, counter(vllm_server), 3000)
+    after = client.metrics()
+    for rec, k in zip(res["warm"], res["prefix_tokens"]):
+        assert rec.cache_read_tokens is not None and rec.cache_read_tokens >= k - 256
+        assert rec.cache_read_tokens % 128 == 0  # vLLM-CPU caches whole 128-token blocks
+    for rec in res["cold"]:
+        assert rec.cache_read_tokens == 0
+        assert rec.cache_write_tokens is not None and rec.cache_write_tokens > 0  # created_cache_tokens
+    window = MetricsWindow([before, after])
+    calls = [r for r in client.latency.calls if r.started_at >= before.wall]
+    assert window.delta("prompt_tokens_cached") == sum(r.cache_read_tokens or 0 for r in calls)
+    REPORT["vllm_cold_warm"] = {k: v for k, v in res.items() if k not in ("cold", "warm")}
+    REPORT["vllm_server_ttft_mean_ms_window"] = round((window.mean("ttft") or 0) * 1000, 1)
+    assert res["ratio"] >= 1.8, res
+
+
+def test_tpot_is_close_to_the_servers_own(client: VLLM) -> None:
+    """TPOT through latencykit vs vLLM's request_time_per_output_token (histogram delta), 64 tokens, median of 3."""
+    pairs, ratios = [], []
+    for _ in range(3):
+        before = client.metrics()
+        client.chat.completions.create(messages=HELLO, max_tokens=64, temperature=0.8, extra_body=IGNORE_EOS)
+        after = client.metrics()
+        rec = client.latency.last
+        server = MetricsWindow([before, after]).mean("tpot")
+        assert rec is not None and rec.tpot is not None and server is not None
+        ratios.append(rec.tpot / server)
+        pairs.append((round(rec.tpot * 1000, 3), round(server * 1000, 3), round(rec.extra["itl_per_token_mean"] * 1000, 3)))
+    REPORT["vllm_tpot_ms_latencykit_vs_server_vs_itl_per_token"] = pairs
+    assert 0.6 <= statistics.median(ratios) <= 1.6, pairs
+
+
+def test_speculative_decoding_tokens_per_step(client: VLLM) -> None:
+    """ngram drafts on a greedy, looping random model: more than one token per step, counted by the server too."""
+    before = client.metrics()
+    client.chat.completions.create(messages=HELLO, max_tokens=200, temperature=0.0, extra_body=IGNORE_EOS)
+    after = client.metrics()
+    rec = client.latency.last
+    window = MetricsWindow([before, after])
+    assert rec is not None and rec.output_tokens == 200
+    REPORT["vllm_spec_decode"] = {
+        "tokens_per_step": rec.extra.get("tokens_per_step"), "decode_steps": rec.extra.get("decode_steps"),
+        "server_accepted_per_step": window.spec_accepted_per_step, "server_drafts": window.delta("spec_drafts"),
+    }  # fmt: skip
+    assert (window.delta("spec_drafts") or 0) > 0
+    assert rec.extra["tokens_per_step"] > 1.0
+    assert rec.extra["decode_steps"] < 200
+
+
+def test_anthropic_client_against_messages_endpoint(vllm_server: Server) -> None:
+    """latencykit.Anthropic against vLLM's /v1/messages: streamed, usage recorded."""
+    client = anthropic_client(vllm_server.url, max_retries=0)
+    try:
+        msg = client.messages.create(model="tiny", max_tokens=16, messages=HELLO)  # type: ignore[list-item]
+    finally:
+        client.close()
+    rec = client.latency.last
+    assert isinstance(msg, Message) and rec is not None
+    assert rec.provider == "anthropic" and rec.streamed and rec.outcome == "completed" and rec.ttft is not None
+    assert rec.output_tokens == msg.usage.output_tokens > 0
+
+
+async def _sample(doc: Doctor, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await doc.ascrape()
+        await asyncio.sleep(0.1)
+
+
+async def test_doctor_reports_the_queue_when_streams_outnumber_max_num_seqs(vllm_server: Server) -> None:
+    """6 concurrent streams on --max-num-seqs 2: requests wait with KV headroom, the doctor says queue pressure."""
+    client = AsyncVLLM(vllm_server.url, max_retries=0)
+    assert await client.detect_model() == "tiny"
+    doc = Doctor(vllm_server.url, records=client.latency)
+    await doc.ascrape()
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(_sample(doc, stop))
+
+    async def one(i: int) -> Any:
+        stream = await client.chat.completions.create(
+            messages=chat(f"Story number {i}.", "Go on."), max_tokens=200, temperature=0.8, stream=True, extra_body=IGNORE_EOS
+        )
+        async for _ in stream:
+            pass
+
+    await asyncio.gather(*(one(i) for i in range(3 * MAX_NUM_SEQS)))
+    stop.set()
+    await sampler
+    await doc.ascrape()
+    diagnosis = doc.diagnose()
+    REPORT["vllm_doctor_6_streams_max_num_seqs_2"] = str(diagnosis)
+    REPORT["vllm_doctor_window"] = diagnosis.window
+    await client.close()
+    assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
+    assert "kv_cache_pressure" not in diagnosis.kinds
+    assert all(r.outcome == "completed" and r.output_tokens == 200 for r in client.latency.calls)
