@@ -4,6 +4,9 @@ Responses APIs with a documented, seeded timing model (needs `pip install "laten
 Routes: `POST /v1/messages`, `POST /v1/chat/completions`, `POST /v1/responses`,
 `GET /health`.  Point `anthropic.Anthropic(base_url=emu.base_url)` or
 `openai.OpenAI(base_url=emu.base_url + "/v1")` at it.
+With `Emulator(vllm=VLLMConfig(...))` it is also a vLLM server: `GET /metrics` (vLLM V1
+names), `GET /v1/models`, and a toy vLLM scheduler (KV capacity, preemption, speculative
+decoding) that `VLLMConfig.pressure(kind)` puts into each state `latencykit.vllm.doctor` names.
 
 Timing model (all `TimingModel` values are seconds, multiplied by `time_scale`):
 
@@ -56,6 +59,7 @@ from ._server import Emulator, serve
 from ._state import EmulatorStats, RequestRecord
 from ._text import count_tokens
 from ._timing import TimingModel
+from ._vllm import PRESSURES, VLLMConfig
 
 __all__ = [
     "CacheModel",
@@ -66,6 +70,8 @@ __all__ = [
     "RequestOverrides",
     "RequestRecord",
     "TimingModel",
+    "VLLMConfig",
+    "PRESSURES",
     "count_tokens",
     "serve",
 ]
