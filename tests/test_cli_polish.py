@@ -11,6 +11,7 @@ import time
 import pytest
 
 import latencykit as lk
+from latencykit.cli import main
 
 CLI = [sys.executable, "-m", "latencykit.cli"]
 
@@ -32,16 +33,21 @@ def test_version() -> None:
     assert result.returncode == 0 and result.stdout.strip() == f"latencykit {lk.__version__}"
 
 
-def test_help_shows_defaults() -> None:
+def test_help_shows_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     """`latencykit emulator --help` shows each option's default, the timing ones from TimingModel."""
     from latencykit.emulator import TimingModel
 
-    out = " ".join(_run("emulator", "--help").stdout.split())  # argparse wraps lines
-    defaults = TimingModel()
+    def help_of(command: str) -> str:
+        with pytest.raises(SystemExit) as info:
+            main([command, "--help"])
+        assert info.value.code == 0
+        return " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+
+    out, defaults = help_of("emulator"), TimingModel()
     for text in ("(default: 127.0.0.1)", "(default: 8000)", "(default: 1.0)", f"(default: {defaults.base_ttft})",
                  f"(default: {defaults.decode_per_token})", f"(default: {defaults.output_tokens})"):  # fmt: skip
         assert text in out, text
-    demo = " ".join(_run("demo", "--help").stdout.split())
+    demo = help_of("demo")
     assert "(default: 2)" in demo and "(default: 8)" in demo
 
 

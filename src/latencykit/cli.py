@@ -113,12 +113,19 @@ class _ServeError(Exception):
     """The emulator could not bind; the message is the one line shown to the user."""
 
 
+def _ignore_unraisable(unraisable: Any) -> None:
+    pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``latencykit`` command; returns the exit status."""
     try:
         args = build_parser().parse_args(argv)
         _run(args)
     except KeyboardInterrupt:
+        # An interrupt can land inside an SDK client's constructor; the half-built object's
+        # __del__ then fails when this traceback is dropped. The process is exiting: stay quiet.
+        sys.unraisablehook = _ignore_unraisable
         return _fail("interrupted", EXIT_INTERRUPTED)
     except ImportError as exc:
         return _fail(str(exc) if "pip install" in str(exc) else f"{exc}; {_EXTRA_HINT}", EXIT_USAGE)
