@@ -99,7 +99,7 @@ def test_stream_ending_without_terminal_event_is_interrupted() -> None:
     timer, sink = _timer(clock)
     timer.event(True)
     timer.exhausted()
-    assert sink[0].outcome == "interrupted" and sink[0].error_type == "IncompleteStream"
+    assert sink[0].outcome == "interrupted" and sink[0].error_type == "IncompleteStreamError"
 
 
 def test_sink_failure_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:

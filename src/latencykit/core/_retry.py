@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .._errors import EndedEarly, IncompleteStreamError
+
 __all__ = ["RetryPolicy", "classify", "retry_after", "backoff", "TTFTDeadlineExceeded", "PreContentDrop"]
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504, 529})
@@ -119,7 +121,7 @@ def classify(exc: BaseException) -> Optional[str]:
     """Why ``exc`` is worth retrying (a short reason), or ``None`` if it is not."""
     if isinstance(exc, TTFTDeadlineExceeded):
         return "ttft_deadline"
-    if isinstance(exc, PreContentDrop) or type(exc).__name__ == "IncompleteStreamError":
+    if isinstance(exc, (PreContentDrop, EndedEarly, IncompleteStreamError)):
         return "dropped"
     status = _status(exc)
     if status is not None:

@@ -138,7 +138,7 @@ class CallTimer:
         else:
             self._finish(
                 "interrupted" if self._first_token is not None else "error",
-                "IncompleteStream",
+                "IncompleteStreamError",
             )
 
     def abandon(self) -> None:
@@ -146,16 +146,20 @@ class CallTimer:
         self._finish("completed" if self._terminal_at is not None else "abandoned")
 
     def fail(self, exc: BaseException) -> None:
-        """An exception ended the call: the SDK's, a connection error, or a cancellation."""
+        """An exception reached the caller: the SDK's, a connection error, or a cancellation.
+
+        The record says what the caller experienced: an error that follows the terminal
+        event (an ``error`` chunk after the finish chunk) is still an error, and E2E ends
+        at it. ``error_type`` is the class name (``IncompleteStreamError`` for a truncation).
+        """
         if isinstance(exc, _CALLER_STOPS):
             self.abandon()
-        elif self._terminal_at is not None:
-            self._finish("completed")
-        else:
-            self._finish(
-                "interrupted" if self._first_token is not None else "error",
-                type(exc).__name__,
-            )
+            return
+        self._terminal_at = None
+        self._finish(
+            "interrupted" if self._first_token is not None else "error",
+            getattr(exc, "_lk_error_type", None) or type(exc).__name__,
+        )
 
     def complete(self) -> None:
         """A call that was not streamed returned its response."""

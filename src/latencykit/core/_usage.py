@@ -3,7 +3,8 @@
 Anthropic reports cache tokens *in addition to* ``input_tokens``; OpenAI reports
 ``cached_tokens`` as a *subset* of ``prompt_tokens`` / ``input_tokens``. Both are resolved
 here, once, into the record's ``input_tokens`` (all input, cached included),
-``cache_read_tokens`` and ``cache_write_tokens`` (``None`` when the server did not say).
+``cache_read_tokens`` and ``cache_write_tokens`` (``None`` when the server did not say;
+vLLM's ``prompt_tokens_details.created_cache_tokens`` is its write count).
 Objects are read by attribute, so SDK models and test doubles both work.
 """
 
@@ -20,37 +21,81 @@ def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) else None
 
 
-def apply_anthropic_usage(rec: CallRecord, usage: Any) -> None:
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name`` or ``obj[name]``: fields the installed SDK does not model arrive as dicts."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _total(items: list[Any], *path: str) -> Optional[int]:
+    """Sum of an int field over ``items`` (``None`` if no item has it)."""
+    found = False
+    total = 0
+    for item in items:
+        value: Any = item
+        for name in path:
+            value = _field(value, name) if value is not None else None
+        if isinstance(value, int):
+            found = True
+            total += value
+    return total if found else None
+
+
+def apply_anthropic_usage(rec: CallRecord, usage: Any, placeholder_output: bool = False) -> None:
     """Fold an Anthropic ``Usage`` / cumulative ``MessageDeltaUsage`` into ``rec``.
 
     ``message_delta`` usage is cumulative and its optional fields are omitted when not
     applicable, so a missing field keeps the value ``message_start`` gave.
+    ``placeholder_output``: the usage is ``message_start``'s, whose ``output_tokens`` is a
+    placeholder, not a count (an abandoned stream's output is unknown, not 1).
+    With ``usage.iterations`` (server-side steps such as compaction) the top-level counters
+    describe the last step only; the record sums every step, so a compaction step's cache
+    read is not lost.
     """
     if usage is None:
         return
-    out = _int(getattr(usage, "output_tokens", None))
-    if out is not None:
-        rec.output_tokens = out
-    uncached = _int(getattr(usage, "input_tokens", None))
-    write = _int(getattr(usage, "cache_creation_input_tokens", None))
-    read = _int(getattr(usage, "cache_read_input_tokens", None))
-    if write is not None:
-        rec.cache_write_tokens = write
-    if read is not None:
-        rec.cache_read_tokens = read
-    if uncached is not None:
-        rec.uncached_input_tokens = uncached
+    iterations = _field(usage, "iterations")
+    if isinstance(iterations, list) and iterations:
+        _apply_iterations(rec, iterations)
+    else:
+        out = None if placeholder_output else _int(_field(usage, "output_tokens"))
+        if out is not None:
+            rec.output_tokens = out
+        uncached = _int(_field(usage, "input_tokens"))
+        write = _int(_field(usage, "cache_creation_input_tokens"))
+        read = _int(_field(usage, "cache_read_input_tokens"))
+        if write is not None:
+            rec.cache_write_tokens = write
+        if read is not None:
+            rec.cache_read_tokens = read
+        if uncached is not None:
+            rec.uncached_input_tokens = uncached
+        creation = _field(usage, "cache_creation")
+        one_hour = _int(_field(creation, "ephemeral_1h_input_tokens")) if creation is not None else None
+        if one_hour is not None:
+            rec.extra["cache_write_1h_tokens"] = one_hour
     base = rec.uncached_input_tokens
     if base is not None:
         rec.input_tokens = base + (rec.cache_write_tokens or 0) + (rec.cache_read_tokens or 0)
-    creation = getattr(usage, "cache_creation", None)
-    one_hour = _int(getattr(creation, "ephemeral_1h_input_tokens", None)) if creation is not None else None
-    if one_hour is not None:
-        rec.extra["cache_write_1h_tokens"] = one_hour
-    details = getattr(usage, "output_tokens_details", None)
-    thinking = _int(getattr(details, "thinking_tokens", None)) if details is not None else None
+    details = _field(usage, "output_tokens_details")
+    thinking = _int(_field(details, "thinking_tokens")) if details is not None else None
     if thinking is not None:
         rec.reasoning_tokens = thinking
+
+
+def _apply_iterations(rec: CallRecord, iterations: list[Any]) -> None:
+    for attr, key in (
+        ("output_tokens", "output_tokens"),
+        ("uncached_input_tokens", "input_tokens"),
+        ("cache_write_tokens", "cache_creation_input_tokens"),
+        ("cache_read_tokens", "cache_read_input_tokens"),
+    ):
+        value = _total(iterations, key)
+        if value is not None:
+            setattr(rec, attr, value)
+    one_hour = _total(iterations, "cache_creation", "ephemeral_1h_input_tokens")
+    if one_hour is not None:
+        rec.extra["cache_write_1h_tokens"] = one_hour
+    rec.extra["usage_iterations"] = len(iterations)
 
 
 def apply_openai_chat_usage(rec: CallRecord, usage: Any) -> None:
@@ -67,6 +112,8 @@ def apply_openai_chat_usage(rec: CallRecord, usage: Any) -> None:
     if details is not None:
         rec.cache_read_tokens = _int(getattr(details, "cached_tokens", None))
         write = _int(getattr(details, "cache_write_tokens", None))
+        if write is None:  # vLLM: the tokens newly written to its prefix cache
+            write = _int(getattr(details, "created_cache_tokens", None))
         if write is not None:
             rec.cache_write_tokens = write
     out_details = getattr(usage, "completion_tokens_details", None)

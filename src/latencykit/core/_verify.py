@@ -6,7 +6,7 @@ automatic 1024-token / 128-token-increment rule) and say how many tokens should 
 and, if fewer than the request could have read, why. `judge` compares that with the
 tokens the server reports and gives the verdict and the miss reason.
 
-Verdicts: ``hit`` (read what was expected), ``partial`` (read less, or a known change cut
+Verdicts: ``hit`` (read what was expected, and at least the provider's cacheable minimum), ``partial`` (read less, or a known change cut
 the prefix short), ``write`` (nothing to read yet, written now), ``expected_miss``
 (nothing cacheable), ``unexpected_miss`` (a read was expected and none came),
 ``not_reported`` (the server reported no cache usage).
@@ -72,6 +72,8 @@ class Expectation:
     change: Optional[Change] = None
     eligible: bool = False
     """Something in the request can be written to the cache."""
+    min_tokens: int = 0
+    """The provider's cacheable minimum: a smaller read (a few reused template tokens) is no hit."""
 
 
 def _common_reason(
@@ -122,7 +124,7 @@ def expect_anthropic(
             reason = BELOW_MINIMUM if shape.prompt_tokens < min_tokens else NO_BREAKPOINT
         elif not eligible:
             reason = BELOW_MINIMUM
-    return Expectation(expected, read, reason, why, eligible)
+    return Expectation(expected, read, reason, why, eligible, min_tokens)
 
 
 def expect_openai(
@@ -144,13 +146,20 @@ def expect_openai(
     reason, why = _common_reason(shape, states, read, len(states) - 1, change, previous_marked)
     if reason is None and not eligible:
         reason = BELOW_MINIMUM
-    return Expectation(expected, read, reason, why, eligible)
+    return Expectation(expected, read, reason, why, eligible, OPENAI_MIN_TOKENS)
 
 
 def judge(exp: Expectation, read: Optional[int], write: Optional[int], implicit_write: bool = False) -> tuple[str, Optional[str]]:
-    """``(verdict, miss reason)`` for a call that read ``read`` and wrote ``write`` tokens."""
+    """``(verdict, miss reason)`` for a call that read ``read`` and wrote ``write`` tokens.
+
+    A read counts only when it reaches the provider's cacheable minimum or most of the
+    expected prefix: llama.cpp reuses the longest common token prefix, so even a brand-new
+    prompt reports 1–15 cached template tokens, and a cold 2,000-token prefill is no hit.
+    """
     if read is None:
         return NOT_REPORTED, None
+    if 0 < read < exp.min_tokens and not (exp.expected_tokens and read >= HIT_TOLERANCE * exp.expected_tokens):
+        read = 0
     if read > 0:
         if exp.expected_tokens and read < HIT_TOLERANCE * exp.expected_tokens:
             return PARTIAL, exp.reason or NOT_CHANGED_LOCALLY

@@ -5,10 +5,14 @@ role-only first chunk in the preamble; `"usage": null` on every chunk plus a fin
 `choices: []` usage chunk only when `stream_options.include_usage` is true; `data: [DONE]`.
 With `stream_options.continuous_usage_stats` as well (vLLM's option), every chunk carries the
 cumulative usage so far, so a client can count the tokens in each chunk.
+``x-emulator-wire`` asks for the shapes other OpenAI-compatible servers send (Azure's
+prompt-filter object first, no ``finish_reason``, usage unasked, an error after the finish,
+empty partial-UTF-8 deltas); see ``_overrides.WIRE_SHAPES``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,8 +50,11 @@ class _Formatter:
 
     def __init__(
         self, plan: GenerationPlan, completion_id: str, created: int, fingerprint: str, include_usage: bool,
-        continuous_usage: bool = False,
+        continuous_usage: bool = False, wire: frozenset[str] = frozenset(),
     ) -> None:
+        self.wire = wire
+        self._held = ""
+        self._texts = 0
         self.plan = plan
         self.id = completion_id
         self.created = created
@@ -80,7 +87,14 @@ class _Formatter:
     def preamble(self) -> list[bytes]:
         # A tool-only answer starts with content null, so the reassembled stream matches the JSON body.
         content: str | None = "" if self._has_text() or not self.plan.segments else None
-        return [self._chunk({"role": "assistant", "content": content, "refusal": None})]
+        out = [self._chunk({"role": "assistant", "content": content, "refusal": None})]
+        if "azure-filter" in self.wire:
+            azure = {
+                "choices": [], "created": 0, "id": "", "model": "", "object": "",
+                "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": {"hate": {"filtered": False, "severity": "safe"}}}],
+            }  # fmt: skip
+            out.insert(0, sse(azure))
+        return out
 
     def chunk(self, units: Sequence[Unit]) -> list[bytes]:
         self._generated += len(units)
@@ -88,7 +102,7 @@ class _Formatter:
         for seg_index, text in group_units(units):
             seg = self.plan.segments[seg_index]
             if seg.kind != "tool":
-                out.append(self._chunk({"content": text}))
+                out.append(self._chunk({"content": self._text(text)}))
                 continue
             call = sum(1 for s in self.plan.segments[:seg_index] if s.kind == "tool")
             if seg_index not in self._opened:
@@ -98,11 +112,31 @@ class _Formatter:
             out.append(self._chunk({"tool_calls": [{"index": call, "function": {"arguments": text}}]}))
         return out
 
+    def _text(self, text: str) -> str:
+        """The delta text; with ``empty-deltas`` every other one is held back for the next."""
+        if "empty-deltas" not in self.wire:
+            return text
+        self._texts += 1
+        if self._texts % 2:
+            self._held += text
+            return ""
+        text, self._held = self._held + text, ""
+        return text
+
     def finish(self) -> list[bytes]:
-        out = [self._chunk({}, _FINISH[self.plan.stop])]
-        if self.include_usage:
-            out.append(self._frame([], chat_usage(self.plan)))
-        out.append(sse("[DONE]"))
+        out = [self._chunk({"content": self._held})] if self._held else []
+        self._held = ""
+        finish = None if "no-finish-reason" in self.wire else _FINISH[self.plan.stop]
+        if "usage-unasked" in self.wire:
+            data = json.loads(self._chunk({}, finish)[len(b"data: "):])
+            data["usage"] = chat_usage(self.plan)
+            out.append(sse(data))
+        else:
+            if finish is not None:
+                out.append(self._chunk({}, finish))
+            if self.include_usage:
+                out.append(self._frame([], chat_usage(self.plan)))
+        out.append(sse(openai_error(500)) if "error-after-finish" in self.wire else sse("[DONE]"))
         return out
 
     def error(self) -> list[bytes]:
@@ -185,7 +219,7 @@ class ChatAPI:
         continuous = isinstance(options, Mapping) and options.get("continuous_usage_stats") is True
         formatter = _Formatter(
             plan, "chatcmpl-" + make_id(seed, key, "chatcmpl", 29), state.timestamp(),
-            "fp_" + make_hex_id(seed, "", "fingerprint", 10), include_usage, continuous,
+            "fp_" + make_hex_id(seed, "", "fingerprint", 10), include_usage, continuous, overrides.wire,
         )  # fmt: skip
         return Prepared(plan, formatter, stream=body.get("stream") is True)
 

@@ -10,9 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-__all__ = ["HEADER_PREFIX", "RequestOverrides"]
+__all__ = ["HEADER_PREFIX", "RequestOverrides", "WIRE_SHAPES"]
 
 HEADER_PREFIX = "x-emulator-"
+
+WIRE_SHAPES = {
+    "azure-filter": "chat: the first event is Azure's prompt-filter object (choices [], id/model/object empty)",
+    "no-finish-reason": "chat: no chunk carries a finish_reason (the usage chunk, if asked, and [DONE] still come)",
+    "usage-unasked": "chat: stream_options ignored; the finish chunk carries usage, asked or not, and no usage-only chunk",
+    "error-after-finish": "chat: an error event follows the finish chunk instead of [DONE]",
+    "empty-deltas": "chat: every other text token arrives as an empty delta, its text in the next (partial UTF-8)",
+    "html": "any API: a 200 answer with Content-Type text/html (a proxy's page), not an event stream",
+}
+"""``x-emulator-wire`` values (comma-separated): wire shapes real servers send, on request."""
 
 
 def _number(headers: Mapping[str, str], name: str) -> float | None:
@@ -56,6 +66,8 @@ class RequestOverrides:
     """Apply the faults (status, error/drop-after, stall) to the first N requests with this
     ``fault_id`` only, so a retry can succeed; ``None`` applies them every time."""
     fault_id: str | None = None
+    wire: frozenset[str] = frozenset()
+    """Wire shapes to produce (`WIRE_SHAPES`), from ``x-emulator-wire: a,b``."""
 
     @property
     def has_faults(self) -> bool:
@@ -94,4 +106,14 @@ class RequestOverrides:
             stall_ms=_number(headers, "stall-ms"),
             fault_times=_integer(headers, "fault-times"),
             fault_id=headers.get(HEADER_PREFIX + "fault-id"),
+            wire=_wire(headers),
         )
+
+
+def _wire(headers: Mapping[str, str]) -> frozenset[str]:
+    raw = headers.get(HEADER_PREFIX + "wire", "")
+    shapes = frozenset(part.strip().lower() for part in raw.split(",") if part.strip())
+    unknown = sorted(shapes - WIRE_SHAPES.keys())
+    if unknown:
+        raise ValueError(f"header {HEADER_PREFIX}wire: unknown shape(s) {unknown}; known: {sorted(WIRE_SHAPES)}")
+    return shapes

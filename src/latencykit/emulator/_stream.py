@@ -107,6 +107,9 @@ async def respond(
 ) -> web.StreamResponse:
     """Run the plan through the engine and send it streamed or as one JSON body."""
     plan, fmt = prepared.plan, prepared.formatter
+    if "html" in overrides.wire:  # a proxy's or login wall's page where the API should answer
+        page = "<!DOCTYPE html><html><head><title>Sign in</title></head><body>Please sign in.</body></html>"
+        return web.Response(status=200, text=page, content_type="text/html", headers=dict(headers))
     chunks = state.engine.run(plan.units, plan.uncached_prompt_tokens, overrides)
     if not prepared.stream:
         sent = 0

@@ -28,8 +28,9 @@ from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception
 
 from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
 from ._calls import sending
+from .._errors import EndedEarly, _is_sdk_error, incomplete_error, interrupted_error
 from ._streams import observe_stream
-from ._tap import Tap
+from ._tap import Tap, not_event_stream
 
 __all__ = ["open_stream_retrying", "aopen_stream_retrying", "complete_retrying", "acomplete_retrying", "Accumulator"]
 
@@ -236,15 +237,22 @@ def _request_of(raw: Any) -> Any:
 
 def _early_end(tap: Tap, raw: Any) -> BaseException:
     """A stream that ended before any content without its terminal event: the error the
-    server reported in an event (Responses ``error`` / ``response.failed``), else a drop."""
+    server reported in an event (Responses ``error`` / ``response.failed``), an answer that
+    was no event stream at all (not retried), else a drop (retried)."""
     reported = tap.stream_error(_request_of(raw))
-    return reported if reported is not None else PreContentDrop("the stream ended before any content")
+    if reported is not None:
+        return reported
+    wrong = not_event_stream(tap, getattr(raw, "response", None))
+    return wrong if wrong is not None else PreContentDrop("the stream ended before any content")
 
 
 def _raise_reported(tap: Tap, raw: Any) -> None:
-    """After a stream consumed without its terminal event: raise the error the server reported, if any."""
+    """After a stream consumed without its terminal event: raise the error the server
+    reported, or say the answer was not an event stream, if so."""
     if not tap.timer.saw_terminal:
         reported = tap.stream_error(_request_of(raw))
+        if reported is None and not tap.timer.saw_token:
+            reported = not_event_stream(tap, getattr(raw, "response", None))
         if reported is not None:
             raise reported
 
@@ -257,11 +265,12 @@ def _ttft_deadline(policy: RetryPolicy, tap: Tap) -> Optional[float]:
 def _sdk_error(tap: Tap, exc: BaseException, raw: Any) -> BaseException:
     """The error for a failure before content: SDK errors as they are; one the SDK has no
     class for (a bare transport error, a clean early end, the TTFT deadline) becomes the
-    SDK's ``APIConnectionError``, with the original as ``__cause__``."""
-    from .._errors import _is_sdk_error
-
+    SDK's ``APIConnectionError``, with the original as ``__cause__`` (a clean early end: an
+    `IncompleteStreamError`)."""
     if not isinstance(exc, Exception) or _is_sdk_error(exc):
         return exc
+    if isinstance(exc, (PreContentDrop, EndedEarly)):
+        return incomplete_error(tap.partial(), tap.connection_error, _request_of(raw), after_content=False)
     if classify(exc) not in ("connection", "timeout", "dropped", "ttft_deadline"):
         return exc
     err: BaseException = tap.connection_error(message=f"{type(exc).__name__}: {exc}", request=_request_of(raw))
@@ -299,6 +308,7 @@ def open_stream_retrying(
                 with sending(timer):
                     obj = send()
                 raw = raw_of(obj)
+                tap.opened(raw)
                 watchdog = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
                 try:
                     held = _hold_back(raw, tap)
@@ -311,8 +321,8 @@ def open_stream_retrying(
                 finally:
                     watchdog.cancel()
     except BaseException as exc:
-        timer.fail(exc)
         err = _sdk_error(tap, exc, raw if "raw" in locals() else None)
+        timer.fail(err)  # the record names what the caller gets
         if err is exc:
             raise
         raise err from exc
@@ -334,6 +344,7 @@ async def aopen_stream_retrying(
                 with sending(timer):
                     obj = await send()
                 raw = raw_of(obj)
+                tap.opened(raw)
                 deadline = _ttft_deadline(policy, tap)
                 try:
                     if deadline is None:
@@ -349,8 +360,8 @@ async def aopen_stream_retrying(
                     await _aclose_quietly(raw)
                     raise
     except BaseException as exc:
-        timer.fail(exc)
         err = _sdk_error(tap, exc, raw if "raw" in locals() else None)
+        timer.fail(err)  # the record names what the caller gets
         if err is exc:
             raise
         raise err from exc
@@ -373,6 +384,7 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 tap.new_attempt()
                 with sending(timer):
                     raw = send()
+                tap.opened(raw)
                 acc = new_acc()
                 watchdog: Optional[_Watchdog] = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
                 try:
@@ -397,8 +409,8 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 _raise_reported(tap, raw)
                 result = acc.result(timer.saw_terminal)
     except BaseException as exc:
-        timer.fail(exc)
         err = _final_error(tap, exc, raw if "raw" in locals() else None, acc if "acc" in locals() else None)
+        timer.fail(err)  # the record names what the caller gets
         if err is exc:
             raise
         raise err from exc
@@ -421,6 +433,7 @@ async def acomplete_retrying(
                 tap.new_attempt()
                 with sending(timer):
                     raw = await send()
+                tap.opened(raw)
                 acc = new_acc()
                 consume = _aconsume(raw, tap, acc)
                 deadline = _ttft_deadline(policy, tap)
@@ -431,8 +444,8 @@ async def acomplete_retrying(
                 _raise_reported(tap, raw)
                 result = acc.result(timer.saw_terminal)
     except BaseException as exc:
-        timer.fail(exc)
         err = _final_error(tap, exc, raw, acc if "acc" in locals() else None)
+        timer.fail(err)  # the record names what the caller gets
         if err is exc:
             raise
         raise err from exc
@@ -467,10 +480,8 @@ async def _with_ttft_deadline(consume: Awaitable[None], tap: Tap, deadline: floa
 
 def _final_error(tap: Tap, exc: BaseException, raw: Any, acc: Optional[Accumulator] = None) -> BaseException:
     """After the last attempt: the SDK error as is, or — after content — with the partial output."""
-    from .._errors import IncompleteStreamError, interrupted_error
-
     request = getattr(getattr(raw, "response", None), "request", None)
-    if isinstance(exc, IncompleteStreamError):
+    if isinstance(exc, EndedEarly):
         reported = tap.stream_error(request)
         if reported is not None:
             exc = reported
@@ -483,4 +494,4 @@ def _final_error(tap: Tap, exc: BaseException, raw: Any, acc: Optional[Accumulat
             partial.message = snapshot()
         except Exception:  # a cut-short stream need not fold into a complete object
             partial.message = None
-    return interrupted_error(None if isinstance(exc, IncompleteStreamError) else exc, partial, tap.connection_error, request)
+    return interrupted_error(None if isinstance(exc, EndedEarly) else exc, partial, tap.connection_error, request)

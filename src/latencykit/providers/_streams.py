@@ -16,9 +16,9 @@ import logging
 import weakref
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
-from .._errors import interrupted_error
+from .._errors import incomplete_error, interrupted_error
 from ._calls import sending
-from ._tap import Tap
+from ._tap import Tap, not_event_stream
 
 __all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "TAP_ATTR"]
 
@@ -54,23 +54,28 @@ def _broken(tap: Tap, exc: BaseException, request: Any) -> BaseException:
     return interrupted_error(exc, tap.partial(), tap.connection_error, request)
 
 
-def _truncated(tap: Tap, request: Any) -> BaseException:
-    """The stream ended cleanly but without its terminal event: a drop all the same."""
+def _truncated(tap: Tap, stream: Any) -> BaseException:
+    """The stream ended cleanly but without its terminal event: a drop all the same (an
+    `IncompleteStreamError`), unless the server reported an error or sent no event stream."""
+    request = _request(stream)
     reported = tap.stream_error(request)
     if reported is not None:
         return interrupted_error(reported, tap.partial(), tap.connection_error, request) if tap.timer.saw_token else reported
-    if tap.timer.saw_token:
-        return interrupted_error(None, tap.partial(), tap.connection_error, request)
-    message = "the stream ended before any content and without its terminal event"
-    err: BaseException = tap.connection_error(message=message, request=request)
-    return err
+    if not tap.timer.saw_token:
+        wrong = not_event_stream(tap, getattr(stream, "response", None))
+        if wrong is not None:
+            return wrong
+    return incomplete_error(tap.partial(), tap.connection_error, request, after_content=tap.timer.saw_token)
 
 
 def _raise_failure(tap: Tap, exc: BaseException, stream: Any) -> NoReturn:
     """End the call on ``exc`` and raise what the caller gets (the SDK error, or after content
-    a `StreamInterruptedError` with the partial output)."""
-    tap.timer.fail(exc)
+    a `StreamInterruptedError` with the partial output). A stream the caller had already
+    closed fails as the raw SDK's does: the call was over, nothing broke."""
+    if tap.timer.finished:
+        raise exc
     broken = _broken(tap, exc, _request(stream))
+    tap.timer.fail(broken)
     if broken is exc:
         raise exc
     raise broken from exc
@@ -78,10 +83,15 @@ def _raise_failure(tap: Tap, exc: BaseException, stream: Any) -> NoReturn:
 
 def _end(tap: Tap, stream: Any) -> Optional[BaseException]:
     """The iterator ended: finalize; the error to raise if the terminal event never came."""
-    already_finished = tap.timer.finished
-    truncated = not tap.timer.saw_terminal
-    tap.timer.exhausted()
-    return _truncated(tap, _request(stream)) if truncated and not already_finished else None
+    timer = tap.timer
+    if timer.finished:
+        return None
+    if timer.saw_terminal:
+        timer.exhausted()
+        return None
+    err = _truncated(tap, stream)
+    timer.fail(err)
+    return err
 
 
 def _request(stream: Any) -> Any:
@@ -223,6 +233,7 @@ def observe_stream(stream: S, tap: Tap, replay: Sequence[Any] = ()) -> S:
     """
     if is_observed(stream):
         return stream  # one record per stream, whoever asks twice
+    tap.opened(stream)  # a no-op if a driver already did, before it read the first events
     stream.__class__ = _observed_class(type(stream))
     stream.__dict__[_TAP] = tap
     if replay:

@@ -22,7 +22,7 @@ from anthropic.resources.messages import AsyncMessages, Messages
 from anthropic.types import Message
 from anthropic.types.beta import BetaMessage
 
-from .._errors import IncompleteStreamError, PartialOutput
+from .._errors import EndedEarly
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_anthropic_usage
@@ -56,7 +56,10 @@ _TOKEN_FIELD = {
     "thinking_delta": "thinking",
     "input_json_delta": "partial_json",
     "citations_delta": "citation",
+    "compaction_delta": "content",  # the server's summary of earlier context: generated output
 }
+# Blocks whose input streams as input_json_delta, keyed by their id in the partial output.
+_TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
 class AnthropicTap(Tap):
@@ -64,6 +67,7 @@ class AnthropicTap(Tap):
 
     __slots__ = ("_tool_ids",)
     connection_error = anthropic.APIConnectionError
+    api_error = anthropic.APIError
 
     def __init__(self, timer: CallTimer) -> None:
         super().__init__(timer)
@@ -93,7 +97,7 @@ class AnthropicTap(Tap):
         timer.event(False)
         if kind == "content_block_start":
             block = event.content_block
-            if block.type in ("tool_use", "server_tool_use"):
+            if block.type in _TOOL_BLOCKS:
                 self._tool_ids[event.index] = block.id
                 self.tools.setdefault(block.id, [])
         elif kind == "message_start":
@@ -102,7 +106,8 @@ class AnthropicTap(Tap):
             rec.response_model = msg.model
             rec.response_id = msg.id
             self.usage = msg.usage
-            apply_anthropic_usage(rec, msg.usage)
+            # message_start's output_tokens is a placeholder (1, or so): only message_delta counts.
+            apply_anthropic_usage(rec, msg.usage, placeholder_output=True)
             _read_diagnostics(rec, getattr(msg, "diagnostics", None))
         elif kind == "message_delta":
             rec = timer.record
@@ -141,14 +146,17 @@ class MessageAccumulator:
         """The message so far, or ``None`` before ``message_start``."""
         if self._snapshot is None:
             return None
-        message: Message = self.message_type.construct(**self._snapshot.to_dict())
+        # warnings=False: blocks the installed SDK does not model (compaction, MCP tool use, ...)
+        # serialize as they came, as the SDK's own get_final_message() keeps them, without
+        # pydantic's "unexpected value" UserWarning.
+        message: Message = self.message_type.construct(**self._snapshot.to_dict(warnings=False))
         return message
 
     def result(self, complete: bool) -> Message:
         """The reassembled ``anthropic.types.Message``; raises if the stream was cut short."""
         partial = self.snapshot()
         if not complete or partial is None:
-            raise IncompleteStreamError("the stream ended before message_stop", partial)
+            raise EndedEarly("the stream ended before message_stop", partial)
         return partial
 
 

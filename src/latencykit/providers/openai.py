@@ -10,6 +10,7 @@ through the SDK's own helpers, which call the observed ``create``.
 
 from __future__ import annotations
 
+import weakref
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
@@ -21,7 +22,7 @@ from openai.resources.responses import AsyncResponses, Responses
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from .._errors import IncompleteStreamError, PartialOutput
+from .._errors import EndedEarly, PartialOutput
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage, apply_openai_responses_usage
@@ -51,37 +52,64 @@ __all__ = ["OpenAI", "AsyncOpenAI", "ChatTap", "ResponsesTap", "completion_from_
 # -- taps ---------------------------------------------------------------------------------
 
 
-class ChatTap(Tap):
-    """Marks chunks with content, refusal, reasoning or tool arguments; reads usage and finish."""
+_CHUNK = "chat.completion.chunk"
 
-    __slots__ = ("hide_usage", "_fresh")
+
+class ChatTap(Tap):
+    """Marks chunks with content, refusal, reasoning or tool arguments; reads usage and finish.
+
+    What ends a Chat Completions stream as complete, as the raw SDK sees it: a chunk with a
+    ``finish_reason``, the usage-only chunk, or ``data: [DONE]`` (some OpenAI-compatible
+    servers send no ``finish_reason`` at all). ``[DONE]`` never reaches the caller — the SDK
+    stops there — so `opened` watches the SSE events for it. Objects that are not
+    ``chat.completion.chunk`` (Azure's prompt-filter results, ``object: ""``) reach the
+    caller as the raw SDK yields them, but give neither model, id nor the first token.
+    With continuous usage stats (vLLM), a chunk whose ``completion_tokens`` grew carries a
+    token even when its text is empty (a partial UTF-8 character).
+    """
+
+    __slots__ = ("hide_usage", "_fresh", "_generated")
     connection_error = openai.APIConnectionError
+    api_error = openai.APIError
 
     def __init__(self, timer: CallTimer, hide_usage: bool) -> None:
         super().__init__(timer)
         self.hide_usage = hide_usage
         self._fresh = True
+        self._generated = 0
 
     def new_attempt(self) -> None:
         """Forget the events of an abandoned attempt (and read the next one's model and id)."""
         super().new_attempt()
         self._fresh = True
+        self._generated = 0
+
+    def opened(self, stream: Any) -> None:
+        """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it)."""
+        watch_done(stream, self.timer)
 
     def __call__(self, chunk: Any) -> bool:
         timer = self.timer
+        if getattr(chunk, "object", _CHUNK) != _CHUNK:
+            timer.event(False)
+            return True
         rec = timer.record
         if self._fresh:
             self._fresh = False
             rec.response_model = chunk.model
             rec.response_id = chunk.id
         usage = chunk.usage
+        choices = chunk.choices
         if usage is not None:
             self.usage = usage
             apply_openai_chat_usage(rec, usage)
-        choices = chunk.choices
-        if not choices:
+            if not choices:
+                timer.event(False)
+                timer.terminal()  # the usage-only chunk comes last, after every choice finished
+                return not self.hide_usage
+        elif not choices:
             timer.event(False)
-            return not (self.hide_usage and usage is not None)
+            return True
         token = False
         finished = None
         for choice in choices:
@@ -100,11 +128,59 @@ class ChatTap(Tap):
                 token = _delta_has_token(delta)
             if choice.finish_reason:
                 finished = choice.finish_reason
+        if usage is not None:  # continuous usage stats: the server's own count says what arrived
+            generated = usage.completion_tokens
+            if isinstance(generated, int):
+                if generated > self._generated:
+                    token = True
+                self._generated = generated
         timer.event(token)
         if finished is not None:
             rec.finish_reasons = (*rec.finish_reasons, finished)
             timer.terminal()
         return True
+
+
+class _DoneWatch:
+    """Stands in for one SDK stream's ``_iter_events`` until the SDK calls it (once, when its
+    iterator starts), then wraps the real SSE events to see ``[DONE]``. Holds the stream
+    weakly and removes itself, so it adds no reference cycle."""
+
+    __slots__ = ("stream", "timer")
+
+    def __init__(self, stream: Any, timer: CallTimer) -> None:
+        self.stream = weakref.ref(stream)
+        self.timer = timer
+
+    def __call__(self) -> Any:
+        stream = self.stream()
+        assert stream is not None  # the SDK calls this from the stream's own iterator
+        stream.__dict__.pop("_iter_events", None)
+        events = stream._iter_events()
+        return _adone(events, self.timer) if hasattr(events, "__aiter__") else _done(events, self.timer)
+
+
+def watch_done(stream: Any, timer: CallTimer) -> None:
+    """Mark ``timer`` terminal when ``stream``'s SSE events carry ``[DONE]``."""
+    state = getattr(stream, "__dict__", None)
+    if state is None or "_lk_watched" in state or not callable(getattr(type(stream), "_iter_events", None)):
+        return
+    state["_lk_watched"] = True
+    state["_iter_events"] = _DoneWatch(stream, timer)
+
+
+def _done(events: Any, timer: CallTimer) -> Any:
+    for sse in events:
+        if sse.data.startswith("[DONE]"):
+            timer.terminal()
+        yield sse
+
+
+async def _adone(events: Any, timer: CallTimer) -> Any:
+    async for sse in events:
+        if sse.data.startswith("[DONE]"):
+            timer.terminal()
+        yield sse
 
 
 def _delta_has_token(delta: Any) -> bool:
@@ -116,9 +192,10 @@ def _delta_has_token(delta: Any) -> bool:
             fn = call.function
             if fn is not None and fn.arguments:
                 return True
-    # OpenAI-compatible servers (vLLM, DeepSeek) stream reasoning as an extra field.
+    # OpenAI-compatible servers stream reasoning as an extra field: vLLM and DeepSeek as
+    # reasoning_content / reasoning, OpenRouter and Snowflake as reasoning_details (a list).
     extra = delta.model_extra
-    return bool(extra) and bool(extra.get("reasoning_content") or extra.get("reasoning"))
+    return bool(extra) and bool(extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details"))
 
 
 # Responses events whose ``delta`` is generated output, on any channel.
@@ -147,6 +224,7 @@ class ResponsesTap(Tap):
 
     __slots__ = ("error_body", "final")
     connection_error = openai.APIConnectionError
+    api_error = openai.APIError
 
     def __init__(self, timer: CallTimer) -> None:
         super().__init__(timer)
@@ -250,7 +328,7 @@ def _not_streamable(kwargs: dict[str, Any]) -> Optional[str]:
     return None
 
 
-def completion_from_state(state: ChatCompletionStreamState[Any]) -> ChatCompletion:
+def completion_from_state(state: ChatCompletionStreamState[Any], extras: Optional[dict[str, Any]] = None) -> ChatCompletion:
     """The plain ``ChatCompletion`` a non-streaming call returns, from the SDK's stream state.
 
     The SDK's snapshot adds parse-only fields (``parsed``, ``parsed_arguments``) that a
@@ -261,6 +339,8 @@ def completion_from_state(state: ChatCompletionStreamState[Any]) -> ChatCompleti
     # The snapshot, not get_final_completion(): that one parses, and raises on finish_reason
     # "length" / "content_filter", which a plain create() must return, not raise.
     data: dict[str, Any] = state.current_completion_snapshot.to_dict()
+    if extras:
+        data.update(extras)
     for choice in data.get("choices", []):
         message = choice.get("message", {})
         message.pop("parsed", None)
@@ -309,28 +389,41 @@ def _method(kwargs: dict[str, Any]) -> tuple[bool, str]:
 
 
 class ChatAccumulator:
-    """Folds chunks into the ``ChatCompletion`` a non-streaming call returns (SDK stream state)."""
+    """Folds chunks into the ``ChatCompletion`` a non-streaming call returns (SDK stream state).
+
+    Like the SDK's own helper, objects that are not ``chat.completion.chunk`` (Azure's
+    prompt-filter results) are skipped. Server extras on later chunks (llama.cpp's
+    ``timings`` on the usage chunk) are kept in the result's ``model_extra``, where a
+    non-streaming response has them; the SDK's state keeps only the first chunk's.
+    """
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
         self._state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
             input_tools=kwargs.get("tools", openai.omit), response_format=kwargs.get("response_format", openai.omit)
         )
         self._fed = False
+        self._extras: dict[str, Any] = {}
 
     def feed(self, chunk: Any) -> None:
         """Accumulate one chunk."""
+        if getattr(chunk, "object", _CHUNK) != _CHUNK:
+            return
         self._state.handle_chunk(chunk)
+        if self._fed:
+            extra = chunk.model_extra
+            if extra:
+                self._extras.update((k, v) for k, v in extra.items() if v is not None)
         self._fed = True
 
     def snapshot(self) -> Optional[ChatCompletion]:
         """The completion so far, or ``None`` before the first chunk."""
-        return completion_from_state(self._state) if self._fed else None
+        return completion_from_state(self._state, self._extras) if self._fed else None
 
     def result(self, complete: bool) -> ChatCompletion:
         """The reassembled completion; raises if the stream was cut short."""
-        partial = completion_from_state(self._state) if self._fed else None
+        partial = self.snapshot()
         if partial is None or not complete:
-            raise IncompleteStreamError("the stream ended before the final chunk", partial)
+            raise EndedEarly("the stream ended before the final chunk", partial)
         return partial
 
 
@@ -352,7 +445,7 @@ class ResponseAccumulator:
     def result(self, complete: bool) -> Any:
         """The final ``Response``; raises if no terminal event arrived."""
         if self._final is None or not complete:
-            raise IncompleteStreamError("the stream ended before response.completed")
+            raise EndedEarly("the stream ended before response.completed")
         return self._final
 
 

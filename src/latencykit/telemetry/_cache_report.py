@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ..core._cache_facts import PRICE_MULTIPLIERS
 from ..core._record import CallRecord
+from ..core._verify import HIT, PARTIAL
 
 __all__ = ["CacheReport", "cache_report"]
 
@@ -29,7 +30,9 @@ class CacheReport:
     calls_not_reporting: int
     input_tokens: int
     tokens_read: int
-    tokens_written: int
+    tokens_written: Optional[int]
+    """Tokens written to the cache by the calls that reported a write count; ``None`` if none did
+    (llama.cpp reports reads only: its writes are unknown, not 0)."""
     hit_rate_tokens: Optional[float]
     hit_rate_calls: Optional[float]
     saved_tokens: float
@@ -39,6 +42,8 @@ class CacheReport:
     verdicts: dict[str, int] = field(default_factory=dict)
     miss_reasons: list[tuple[str, int]] = field(default_factory=list)
     """Most frequent miss reasons first (``prefix_changed`` split by segment)."""
+    writes_unknown: int = 0
+    """Calls that reported a cache read but no write count."""
     semantic_lookups: int = 0
     """Calls looked up in the semantic response cache (``CallRecord.semantic_hit`` not ``None``)."""
     semantic_hits: int = 0
@@ -68,7 +73,7 @@ class CacheReport:
             ("calls (reporting / not)", f"{self.calls} ({self.calls_reporting} / {self.calls_not_reporting})"),
             ("hit rate by tokens", pct(self.hit_rate_tokens)),
             ("hit rate by calls", pct(self.hit_rate_calls)),
-            ("tokens read / written", f"{self.tokens_read:,} / {self.tokens_written:,}"),
+            ("tokens read / written", f"{self.tokens_read:,} / {self._written()}"),
             ("input tokens", f"{self.input_tokens:,}"),
             ("est. input cost saved", f"{self.saved_tokens:,.0f} token-equivalents ({pct(self.saved_share)})"),
             ("verdicts", ", ".join(f"{k} {v}" for k, v in self.verdicts.items()) or "-"),
@@ -78,6 +83,13 @@ class CacheReport:
         if self.semantic_lookups:
             rows.append(("semantic cache hits / lookups", f"{self.semantic_hits} / {self.semantic_lookups} ({pct(self.semantic_hit_rate)})"))
         return rows
+
+    def _written(self) -> str:
+        if self.tokens_written is None:
+            return "unknown"
+        if self.writes_unknown:
+            return f"{self.tokens_written:,} (+ unknown for {self.writes_unknown} call{'s' if self.writes_unknown != 1 else ''})"
+        return f"{self.tokens_written:,}"
 
     def __str__(self) -> str:
         rows = self._rows()
@@ -89,6 +101,12 @@ class CacheReport:
         return f"<table><caption>prompt cache</caption>{body}</table>"
 
 
+def _hit(r: CallRecord) -> bool:
+    if r.cache_verdict:
+        return r.cache_verdict in (HIT, PARTIAL)
+    return (r.cache_read_tokens or 0) > 0
+
+
 def cache_report(records: Iterable[CallRecord]) -> CacheReport:
     """Build a `CacheReport` from ``records``."""
     recs = list(records)
@@ -97,9 +115,12 @@ def cache_report(records: Iterable[CallRecord]) -> CacheReport:
     recs = [r for r in recs if not r.semantic_hit]
     reporting = [r for r in recs if r.cache_read_tokens is not None]
     read = sum(r.cache_read_tokens or 0 for r in reporting)
-    written = sum(r.cache_write_tokens or 0 for r in reporting)
+    known_writes = [r.cache_write_tokens for r in reporting if r.cache_write_tokens is not None]
+    written = sum(known_writes) if known_writes else None
     total = sum(r.input_tokens or 0 for r in reporting)
-    hits = sum(1 for r in reporting if (r.cache_read_tokens or 0) > 0)
+    # A call hit when its read meant something (the verdict says; see judge()): llama.cpp's few
+    # reused template tokens on a cold prompt are a read of tokens, not a hit of a call.
+    hits = sum(1 for r in reporting if _hit(r))
     saved = 0.0
     for r in reporting:
         m = PRICE_MULTIPLIERS.get(r.provider, PRICE_MULTIPLIERS["openai"])
@@ -118,5 +139,6 @@ def cache_report(records: Iterable[CallRecord]) -> CacheReport:
         hit_rate_tokens=read / total if total else None, hit_rate_calls=hits / len(reporting) if reporting else None,
         saved_tokens=saved, saved_share=saved / total if total else None,
         verdicts=dict(verdicts.most_common()), miss_reasons=reasons.most_common(),
+        writes_unknown=len(reporting) - len(known_writes),
         semantic_lookups=len(semantic), semantic_hits=sum(semantic),
     )  # fmt: skip
