@@ -20,7 +20,7 @@ Outcome = Literal["completed", "abandoned", "interrupted", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("completed", "abandoned", "interrupted", "error")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class CallRecord:
     """Timings, token counts and outcome of one LLM call. Times are seconds; ``None`` = unknown.
 
@@ -104,7 +104,33 @@ class CallRecord:
         return self.cache_read_tokens / self.input_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        """A plain JSON-friendly dict of every field."""
+        """A plain JSON-friendly dict of every field (tuples as lists); never prompt or completion text."""
         d = asdict(self)
         d["finish_reasons"] = list(self.finish_reasons)
+        d["retry_reasons"] = list(self.retry_reasons)
         return d
+
+    def __repr__(self) -> str:
+        """A short line: who, how it ended, TTFT / TPOT / E2E, tokens, cache (``to_dict()`` has every field)."""
+        model = self.response_model or self.request_model
+        parts = [f"{self.provider}/{model}", self.api or self.operation, self.outcome]
+        parts += [f"{k}={_ms(v)}" for k, v in (("ttft", self.ttft), ("tpot", self.tpot), ("e2e", self.e2e)) if v is not None]
+        if self.input_tokens is not None or self.output_tokens is not None:
+            parts.append(f"in={_n(self.input_tokens)} out={_n(self.output_tokens)}")
+        if self.cache_read_tokens is not None:
+            parts.append(f"cache_read={self.cache_read_tokens}")
+        if self.cache_verdict:
+            parts.append(f"cache={self.cache_verdict}")
+        if self.error_type:
+            parts.append(f"error={self.error_type}")
+        if not self.streamed:
+            parts.append("not streamed")
+        return f"<CallRecord {' '.join(parts)}>"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}ms" if seconds < 10 else f"{seconds:.2f}s"
+
+
+def _n(tokens: Optional[int]) -> str:
+    return "?" if tokens is None else str(tokens)
