@@ -44,3 +44,157 @@ def cemu() -> Iterator[Emulator]:
     """A fresh emulator with its own prompt cache and no delays (cache state isolated per test)."""
     with Emulator(timing=FAST, seed=3, cache_model=PromptCache()) as emulator:
         yield emulator
+
+
+# -- the shapes of issue 9 and the hindsight oracle they are measured against -----------------
+
+CC: dict[str, Any] = {"type": "ephemeral"}
+SHAPES = (
+    "agent, single-turn", "agent, multi-turn", "RAG, documents in the user turn", "few-shot",
+    "timestamp in the system prompt", "tools only", "system of several blocks", "OpenAI chat, shared prefix",
+)  # fmt: skip
+"""Every request shape the planner is measured on (``benchmarks/caching.py``, ``tests/test_cache_shapes_*``)."""
+
+
+def _question(i: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"Question {i}: what changed in system {i % 7}?"}
+
+
+def _document(d: int) -> dict[str, Any]:
+    return {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": filler(900, f"doc{d}")}}
+
+
+def _examples() -> list[dict[str, Any]]:
+    pairs = []
+    for k in range(4):
+        pairs.append({"role": "user", "content": f"Example {k}: " + filler(250, f"input{k}")})
+        pairs.append({"role": "assistant", "content": f"Answer {k}: " + filler(250, f"output{k}")})
+    return pairs
+
+
+def shape_requests(shape: str, calls: int) -> tuple[str, list[dict[str, Any]]]:
+    """``(api, requests)``: the ``calls`` requests of one family, in order (``model`` / ``max_tokens`` included).
+
+    ``api`` is ``"messages"`` (Anthropic) or ``"chat.completions"`` (OpenAI). Multi-turn
+    conversations carry fixed assistant replies, so every mode sends the same requests.
+    """
+    out: list[dict[str, Any]] = []
+    tools, system = agent_tools(), agent_system()
+    history: list[dict[str, Any]] = []
+    for i in range(calls):
+        req: dict[str, Any] = {"model": MODEL, "max_tokens": 8}
+        if shape == "agent, single-turn":
+            req.update(tools=tools, system=system, messages=[_question(i)])
+        elif shape == "agent, multi-turn":
+            req.update(tools=tools, system=system, messages=[*history, _question(i)])
+            history = [*req["messages"], {"role": "assistant", "content": f"Answer {i}: " + filler(60, "found")}]
+        elif shape == "RAG, documents in the user turn":
+            content = [*(_document(d) for d in range(3)), {"type": "text", "text": _question(i)["content"]}]
+            req.update(system=system, messages=[{"role": "user", "content": content}])
+        elif shape == "few-shot":
+            req.update(system="Answer in the style of the examples. " * 10, messages=[*_examples(), _question(i)])
+        elif shape == "timestamp in the system prompt":
+            req.update(tools=tools, system=timestamp_system(i), messages=[_question(i)])
+        elif shape == "tools only":
+            req.update(tools=tools, messages=[_question(i)])
+        elif shape == "system of several blocks":
+            blocks = [{"type": "text", "text": filler(700, f"part{j}")} for j in range(3)]
+            req.update(system=blocks, messages=[_question(i)])
+        elif shape == "OpenAI chat, shared prefix":
+            req = {"model": "gpt-4o", "messages": [{"role": "system", "content": system}, *_examples()[:4], _question(i)]}
+        else:
+            raise ValueError(f"unknown shape {shape!r}")
+        out.append(req)
+    return ("chat.completions" if shape.startswith("OpenAI") else "messages"), out
+
+
+def _blocks(req: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """``(path, canonical JSON)`` of every cacheable block, in the order the prompt cache sees them."""
+    import json
+
+    def text(value: Any) -> str:
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k != "cache_control"}
+        return json.dumps(value, sort_keys=True)
+
+    out: list[tuple[tuple[Any, ...], str]] = [(("tools", i), text(t)) for i, t in enumerate(req.get("tools") or [])]
+    system = req.get("system")
+    if isinstance(system, str):
+        out.append((("system",), text(system)))
+    for j, block in enumerate(system if isinstance(system, list) else []):
+        out.append((("system", j), text(block)))
+    for m, message in enumerate(req["messages"]):
+        content = message["content"]
+        if isinstance(content, str):
+            out.append((("messages", m), text([message["role"], content])))
+        else:
+            out.extend((("messages", m, b), text([message["role"], block])) for b, block in enumerate(content))
+    return out
+
+
+def _common(a: list[tuple[tuple[Any, ...], str]], b: list[tuple[tuple[Any, ...], str]]) -> int:
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x[1] != y[1]), min(len(a), len(b)))
+
+
+def oracle_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The requests with the markers an oracle with hindsight would place (Anthropic).
+
+    Call ``i`` marks the end of what it shares with call ``i - 1`` (to read it) and the end
+    of what it shares with call ``i + 1`` (to write it for the next call): the most any
+    placement of breakpoints can read. Copies; the inputs are not touched.
+    """
+    import copy
+
+    prints = [_blocks(r) for r in requests]
+    out = []
+    for i, req in enumerate(requests):
+        ends = set()
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(requests):
+                common = _common(prints[i], prints[j])
+                if common > 0:
+                    ends.add(common - 1)
+        sent = copy.deepcopy(req)
+        for k in ends:
+            path = prints[i][k][0]
+            if path[0] == "tools":
+                sent["tools"][path[1]]["cache_control"] = CC
+            elif path == ("system",):
+                sent["system"] = [{"type": "text", "text": sent["system"], "cache_control": CC}]
+            elif path[0] == "system":
+                sent["system"][path[1]]["cache_control"] = CC
+            elif len(path) == 2:
+                message = sent["messages"][path[1]]
+                message["content"] = [{"type": "text", "text": message["content"], "cache_control": CC}]
+            else:
+                sent["messages"][path[1]]["content"][path[2]]["cache_control"] = CC
+        out.append(sent)
+    return out
+
+
+def oracle_openai(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI's oracle: every call of the family routed alike (one fixed ``prompt_cache_key``)."""
+    return [{**r, "prompt_cache_key": "oracle"} for r in requests]
+
+
+def without_markers(value: Any) -> Any:
+    """``value`` without ``cache_control`` anywhere, string contents as one text block: what the model reads."""
+    if isinstance(value, dict):
+        out = {k: without_markers(v) for k, v in value.items() if k not in ("cache_control", "prompt_cache_key")}
+        if isinstance(out.get("system"), str):
+            out["system"] = [{"type": "text", "text": out["system"]}]
+        if "role" in out and isinstance(out.get("content"), str) and "messages" not in out:
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, list):
+        return [without_markers(v) for v in value]
+    return value
+
+
+def count_markers(body: dict[str, Any]) -> int:
+    """``cache_control`` markers in a request body (top-level one included)."""
+    if isinstance(body, dict):
+        return sum(count_markers(v) for k, v in body.items() if k != "cache_control") + (1 if body.get("cache_control") else 0)
+    if isinstance(body, list):
+        return sum(count_markers(v) for v in body)
+    return 0
