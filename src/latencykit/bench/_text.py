@@ -39,25 +39,27 @@ _FUNCS = ("load", "parse", "render", "update", "compute", "fetch", "merge", "flu
 def prose(rng: random.Random, tokens: int) -> str:
     """Sentences of English-looking words, about ``tokens`` tokens (``4·tokens`` characters)."""
     target = max(tokens, 1) * CHARS_PER_TOKEN
-    parts: list[str] = []
-    size = 0
-    while size < target:
-        n = rng.randint(6, 16)
-        words = [rng.choice(_WORDS) for _ in range(n)]
-        sentence = " ".join(words).capitalize() + rng.choice((".", ".", ".", "?", ";")) + " "
-        parts.append(sentence)
-        size += len(sentence)
-    return "".join(parts)[:target].rstrip() or "ok"
+    # Words average ~5 characters with their space; beyond ~4,000 characters the text repeats.
+    words = rng.choices(_WORDS, k=min(target // 5 + 8, 800))
+    ends = rng.choices((". ", ". ", ". ", "? ", "; "), k=len(words) // 6 + 1)
+    parts = []
+    for i in range(0, len(words), 11):
+        sentence = " ".join(words[i : i + 11])
+        parts.append(sentence[:1].upper() + sentence[1:] + ends[i // 11 % len(ends)])
+    text = "".join(parts)
+    while len(text) < target:
+        text += text
+    return text[:target].rstrip() or "ok"
 
 
 def code_text(rng: random.Random, tokens: int) -> str:
     """Python-looking source of about ``tokens`` tokens."""
     target = max(tokens, 1) * CHARS_PER_TOKEN
-    parts: list[str] = []
-    size = 0
-    while size < target:
-        f = rng.choice(_FUNCS)
-        snippet = rng.choice(_CODE).format(f=f, F=f.capitalize() + "er", a=rng.choice(_NAMES), b=rng.choice(_NAMES))
-        parts.append(snippet)
-        size += len(snippet)
-    return "".join(parts)[:target] or "pass"
+    block = "".join(
+        rng.choice(_CODE).format(f=f, F=f.capitalize() + "er", a=rng.choice(_NAMES), b=rng.choice(_NAMES))
+        for f in rng.choices(_FUNCS, k=min(target // 45 + 1, 40))
+    )
+    text = block
+    while len(text) < target:
+        text += block
+    return text[:target] or "pass"
