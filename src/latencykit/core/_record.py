@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Optional
 
 Outcome = Literal["completed", "abandoned", "interrupted", "error"]
@@ -109,6 +110,26 @@ class CallRecord:
         d["finish_reasons"] = list(self.finish_reasons)
         d["retry_reasons"] = list(self.retry_reasons)
         return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CallRecord:
+        """The record `to_dict` described (e.g. a line of ``Recorder.to_jsonl``); ValueError naming a bad field."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(k for k in data if k not in names)
+        if unknown:
+            raise ValueError(f"unknown CallRecord fields {unknown!r}")
+        kwargs = dict(data)
+        for key in ("finish_reasons", "retry_reasons"):
+            if isinstance(kwargs.get(key), list):
+                kwargs[key] = tuple(kwargs[key])
+        if kwargs.get("outcome", "completed") not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {kwargs['outcome']!r}")
+        if isinstance(kwargs.get("extra"), Mapping):
+            kwargs["extra"] = dict(kwargs["extra"])
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:  # a required field is missing
+            raise ValueError(f"invalid CallRecord dict: {exc}") from None
 
     def __repr__(self) -> str:
         """A short line: who, how it ended, TTFT / TPOT / E2E, tokens, cache (``to_dict()`` has every field)."""

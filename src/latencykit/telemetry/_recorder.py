@@ -1,4 +1,9 @@
-"""`Recorder`: the in-process sink of call records, shared by any number of clients."""
+"""`Recorder`: the in-process sink of call records, shared by any number of clients.
+
+Every record added is logged once at DEBUG on the ``latencykit`` logger (provider, model,
+outcome, TTFT / TPOT / E2E, tokens, cache verdict — never prompt text); with DEBUG off the
+cost is one ``isEnabledFor`` check.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections import deque
 from typing import Any, Callable, Optional, Sequence
 
 from ..core._record import CallRecord
+from . import _export
 from ._cache_report import CacheReport, cache_report
 from ._stats import GroupKey, LatencyStats, group_key
 from ._summary import Summary
@@ -47,10 +53,21 @@ class Recorder:
         """Calls recorded since creation (not bounded by ``max_calls``)."""
 
     def record(self, rec: CallRecord, gaps: Sequence[float] = ()) -> None:
-        """Add a finished record (and its inter-chunk gaps) and notify listeners.
+        """Add a finished record (and its inter-chunk gaps), log it at DEBUG and notify listeners.
 
         Listener errors are logged, not raised.
         """
+        listeners = self._add(rec, gaps)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("latencykit call: %r", rec)  # the record's short repr: no prompt text
+        for listener in listeners:
+            try:
+                listener(rec)
+            except Exception:
+                logger.exception("latencykit: a Recorder listener failed")
+
+    def _add(self, rec: CallRecord, gaps: Sequence[float]) -> tuple[Listener, ...]:
+        """Fold ``rec`` into its group's statistics and keep it; returns the listeners to notify."""
         key = group_key(rec)
         with self._lock:
             stats = self._stats.get(key)
@@ -64,12 +81,7 @@ class Recorder:
             self._calls.append(rec)
             self._last = rec
             self.total_calls += 1
-            listeners = tuple(self._listeners)
-        for listener in listeners:
-            try:
-                listener(rec)
-            except Exception:
-                logger.exception("latencykit: a Recorder listener failed")
+            return tuple(self._listeners)
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(record)`` for every record added from now on."""
@@ -146,6 +158,31 @@ class Recorder:
         for key, stats in data["groups"]:
             rec._stats[GroupKey(*key)] = LatencyStats.from_dict(stats)
         return rec
+
+    # -- export ----------------------------------------------------------------------------
+    def to_jsonl(self, path_or_file: _export.PathOrFile) -> int:
+        """Write the retained records as JSON Lines, one ``CallRecord.to_dict()`` per line; returns the count.
+
+        Read them back with `Recorder.from_jsonl`.
+        """
+        return _export.to_jsonl(self.calls, path_or_file)
+
+    @classmethod
+    def from_jsonl(cls, path_or_file: _export.PathOrFile, *, max_calls: int = 10_000) -> "Recorder":
+        """A Recorder holding the records of a `to_jsonl` file, summaries rebuilt from them (no ITL gaps)."""
+        records = _export.read_jsonl(path_or_file)
+        recorder = cls(max_calls=max(max_calls, len(records)))
+        for rec in records:
+            recorder._add(rec, ())
+        return recorder
+
+    def to_csv(self, path_or_file: _export.PathOrFile) -> int:
+        """Write the retained records as CSV (header row, one row per call); returns the count."""
+        return _export.to_csv(self.calls, path_or_file)
+
+    def to_dataframe(self) -> Any:
+        """The retained records as a ``pandas.DataFrame``, one row per call (``pip install "latencykit[pandas]"``)."""
+        return _export.to_dataframe(self.calls)
 
     def cache_report(self, *, provider: Optional[str] = None, model: Optional[str] = None) -> CacheReport:
         """Cache hit rate by tokens and by calls, tokens read and written, cost saved, verdicts, top miss reasons."""
