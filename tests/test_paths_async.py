@@ -90,6 +90,21 @@ async def test_streaming_response_left_unread_is_abandoned(aant: Any, recorder: 
     assert (rec.outcome, rec.streamed) == ("abandoned", True)
 
 
+async def test_streaming_response_read_as_bytes(aant: Any, recorder: lk.Recorder) -> None:
+    """A caller that reads the body itself (iter_lines / iter_bytes) gets a completed record with E2E only."""
+    async with aant.messages.with_streaming_response.create(stream=True, **ANT_REQ) as response:
+        lines = [line async for line in response.iter_lines()]
+    assert "event: message_stop" in lines
+    rec = only_record(recorder)
+    assert (rec.outcome, rec.streamed, rec.ttft) == ("completed", True, None) and rec.e2e
+    recorder.clear()
+    async with aant.messages.with_streaming_response.create(**ANT_REQ) as response:
+        body = b"".join([chunk async for chunk in response.iter_bytes()])
+    assert Message.model_validate_json(body).usage.output_tokens > 0
+    rec = only_record(recorder)
+    assert (rec.outcome, rec.streamed, rec.ttft) == ("completed", False, None) and rec.e2e
+
+
 async def test_raw_response_http_error_is_recorded_once(aant: Any, recorder: lk.Recorder) -> None:
     """An HTTP error on a raw-response call raises the SDK's error and records one error."""
     with pytest.raises(anthropic.BadRequestError):

@@ -9,8 +9,10 @@ streams) and hooks the three moments that matter:
   TTFT, tokens and usage are read as the caller iterates;
 - ``read()`` (which ``parse()``, ``text()`` and ``json()`` call) of a non-streamed body whose
   read was deferred (``with_streaming_response``) ends the call: E2E, usage from the body;
-- ``close()`` (leaving the ``with`` block) ends a call nobody finished: completed if the body
-  was consumed, else abandoned. A raw response dropped unread is finalized when collected.
+- ``close()`` (leaving the ``with`` block) ends a call nobody finished: abandoned if the body
+  was never read or a parsed stream was left mid-way; completed (E2E only) if the caller read
+  the body itself with ``iter_bytes()`` / ``iter_lines()``. A raw response dropped unread is
+  finalized (abandoned) when collected.
 
 A body the SDK has already read (``with_raw_response`` of a non-streaming call) is recorded
 at once, with no re-classing.
@@ -104,10 +106,13 @@ def _after_close(response: Any, _: Any) -> None:
     if call.timer.finished:
         return
     http = response.http_response
-    if call.stream or not _consumed(http):
-        call.timer.abandon()  # a finished stream already completed the record; this is a no-op then
+    parsed = call.stream and not response.__dict__[_FINALIZER].alive
+    if parsed or not _consumed(http):
+        call.timer.abandon()  # left the block mid-stream, or never read the body
+    elif call.stream:
+        call.timer.complete()  # read as bytes with iter_lines() / iter_bytes(): E2E only
     else:
-        call.finish_body(_body(http))  # consumed with iter_bytes()/iter_lines(): E2E, no usage
+        call.finish_body(_body(http))  # consumed with iter_bytes() / iter_lines(): E2E, no usage
 
 
 _HOOKS: dict[str, Callable[[Any, Any], None]] = {"parse": _after_parse, "read": _after_read, "close": _after_close}
