@@ -148,7 +148,7 @@ def test_custom_strategy_and_off() -> None:
     """A plain function is a strategy; 'off' adds nothing; the budget still holds for greedy strategies."""
     assert [w for w, _ in markers(plan(agent(), lk.CachePolicy(lambda ctx: [0])))] == ["tool 0"]
     assert markers(plan(agent(), lk.CachePolicy("off"))) == []
-    greedy = lk.CachePolicy(lambda ctx: list(range(len(ctx.shape.blocks))), min_tokens={"sonnet": 0})
+    greedy = lk.CachePolicy(lambda ctx: list(range(len(ctx.shape.blocks))), min_tokens={"sonnet": 1})
     assert len(markers(plan(agent(), greedy))) == 4
 
 
@@ -285,3 +285,117 @@ def test_random_shapes_keep_every_rule(req: dict[str, Any], turns_seen: int) -> 
     ttls = [cc.get("ttl", "5m") for w, cc in found if w != "top"]
     assert "1h" not in ttls[ttls.index("5m"):] if "5m" in ttls else True
     _validate(sent_a)
+
+
+# ---------------------------------------------------------------------------------------
+# Learned static blocks in the messages, and the planner's memo
+
+def _rag(i: int) -> dict[str, Any]:
+    docs = [{"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": f"doc {d} " * 400}} for d in range(3)]
+    return {"model": MODEL, "max_tokens": 8, "system": agent_system(),
+            "messages": [{"role": "user", "content": [*docs, {"type": "text", "text": f"question {i}?"}]}]}  # fmt: skip
+
+
+def _few_shot(i: int, examples: str = "example") -> dict[str, Any]:
+    pairs = [{"role": "user" if k % 2 == 0 else "assistant", "content": f"{examples} {k} " * 300} for k in range(8)]
+    return {"model": MODEL, "max_tokens": 8, "system": agent_system(), "messages": [*pairs, {"role": "user", "content": f"q{i}"}]}
+
+
+def test_rag_documents_get_a_marker_from_the_second_call() -> None:
+    """Documents before a varying question: first call as before, then a marker on the last stable document."""
+    policy = lk.CachePolicy(secret=SECRET)
+    first, second, third = (plan(_rag(i), policy) for i in range(3))
+    assert [w for w, _ in markers(first)] == ["system 0"]
+    assert [w for w, _ in markers(second)] == ["system 0", "message 0 block 2"]
+    assert markers(third) == markers(second)
+
+
+def test_new_documents_once_keep_the_learned_boundary() -> None:
+    """One call with other documents does not move the boundary: its documents are written for the next call."""
+    policy = lk.CachePolicy(secret=SECRET)
+    for i in range(3):
+        plan(_rag(i), policy)
+    other = _rag(3)
+    other["messages"][0]["content"][0] = {"type": "text", "text": "another document " * 300}
+    assert "message 0 block 2" in [w for w, _ in markers(plan(other, policy))]
+
+
+def test_few_shot_marks_the_last_example_not_the_question() -> None:
+    """Fixed examples before a varying question: from the second call the last example is marked, the question not."""
+    policy = lk.CachePolicy(secret=SECRET)
+    first, second = plan(_few_shot(0), policy), plan(_few_shot(1), policy)
+    assert [w for w, _ in markers(first)] == ["system 0", "message 8 block 0"]  # today's placement: the newest message
+    assert [w for w, _ in markers(second)] == ["system 0", "message 7 block 0"]
+    assert second["messages"][8]["content"] == "q1"
+
+
+def test_growing_conversation_keeps_marking_the_newest_message() -> None:
+    """A conversation that extends the previous call has no boundary: the newest message is marked every turn."""
+    policy = lk.CachePolicy(secret=SECRET)
+    history: list[dict[str, Any]] = []
+    for i in range(4):
+        history = [*history, {"role": "user", "content": f"q{i}"}]
+        where = [w for w, _ in markers(plan(agent(history), policy))]
+        if i:
+            assert where[-1] == f"message {len(history) - 1} block 0"
+        history.append({"role": "assistant", "content": f"a{i}"})
+
+
+def test_derived_key_covers_the_learned_static_messages() -> None:
+    """OpenAI: once learned, few-shot examples are part of the derived key; other examples, another key."""
+
+    def chat(i: int, examples: str) -> dict[str, Any]:
+        req = _few_shot(i, examples)
+        return {"model": "gpt-4o", "messages": [{"role": "system", "content": req["system"]}, *req["messages"]]}
+
+    def keys(examples: str) -> list[str]:
+        policy = lk.CachePolicy(secret=SECRET)
+        return [policy("chat.completions", chat(i, examples))[0]["prompt_cache_key"] for i in range(4)]
+
+    a, b = keys("example"), keys("sample")
+    assert a[0] == b[0]  # first call: system prompt only
+    assert a[1] == a[2] == a[3] and b[1] == b[2] == b[3] and a[1] != b[1]
+
+
+def test_an_edit_in_place_is_seen() -> None:
+    """The memo keys on content, not identity: a dict edited in place between calls is a change."""
+    policy = lk.CachePolicy(secret=SECRET)
+    req = agent()
+    req["system"] = [{"type": "text", "text": agent_system()}]
+    plan(req, policy)
+    req["system"][0]["text"] = agent_system()[:100] + "EDITED" + agent_system()[100:]
+    _, finish = policy("messages", req)
+    rec = lk.CallRecord(provider="anthropic", operation="chat", request_model=MODEL)
+    rec.cache_read_tokens, rec.cache_write_tokens = 100, 0
+    assert finish is not None
+    finish(rec)
+    assert rec.extra["cache_changed_segment"] == "system" and rec.extra["cache_changed_offset"] == 96
+
+
+def _holds(o: Any, needle: str, seen: set[int]) -> bool:
+    """Whether ``o`` reaches a string containing ``needle`` through containers and attributes."""
+    if id(o) in seen or isinstance(o, (int, float, bytes, type(None))) or callable(o) and not hasattr(o, "__dict__"):
+        return False
+    seen.add(id(o))
+    if isinstance(o, str):
+        return needle in o
+    if isinstance(o, dict):
+        return any(_holds(k, needle, seen) or _holds(v, needle, seen) for k, v in o.items())
+    if isinstance(o, (list, tuple, set, frozenset)):
+        return any(_holds(v, needle, seen) for v in o)
+    attrs = list(getattr(o, "__dict__", {}).values())
+    attrs += [getattr(o, n) for c in type(o).__mro__ for n in getattr(c, "__slots__", ()) if hasattr(o, n)]
+    return any(_holds(v, needle, seen) for v in attrs)
+
+
+def test_the_planner_keeps_no_text() -> None:
+    """After planning, nothing the policy holds (memo, learned state, ledger) contains the prompt's text."""
+    policy = lk.CachePolicy(secret=SECRET)
+    text = "PRIVATE-PROMPT-TEXT " * 100
+    for i in range(3):
+        req = agent([{"role": "user", "content": text + str(i)}])
+        req["system"] = [{"type": "text", "text": text}, {"type": "text", "text": agent_system()}]
+        _, finish = policy("messages", req)
+    assert len(policy._fp._blocks.new) > 0 and len(policy._families.prints._new) > 0
+    assert not _holds(policy, "PRIVATE-PROMPT", set())
+    assert _holds({"x": [text]}, "PRIVATE-PROMPT", set())  # the walk does find text where there is some
