@@ -75,7 +75,9 @@ class CachePolicy:
         if ledger is not None and not isinstance(ledger, Ledger):
             raise ValueError(f"ledger must be a latencykit Ledger, got {ledger!r}")
         self.derive_key = derive_key
-        self.min_tokens = dict(min_tokens or {})
+        self.min_tokens = _check_min_tokens(min_tokens)
+        if isinstance(warn_every, bool) or not isinstance(warn_every, (int, float)) or not 0 <= warn_every < float("inf"):
+            raise ValueError(f"warn_every must be a number of seconds >= 0, got {warn_every!r}")
         self.ledger = ledger if ledger is not None else Ledger(clock=clock)
         self.diagnostics = diagnostics
         self.warn_every = warn_every
@@ -262,3 +264,15 @@ def resolve_cache(cache: Any) -> Optional[CachePolicy]:
 
 CacheOption = Union[Literal["auto", "off"], CachePolicy, Strategy]
 """What a client's ``cache=`` accepts."""
+
+
+def _check_min_tokens(value: Any) -> dict[str, int]:
+    """``min_tokens`` as a dict of model-name substring → positive int; ValueError naming a bad value."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"min_tokens must be a mapping of model-name substring to tokens, e.g. {{'sonnet': 1024}}, got {value!r}")
+    for key, tokens in value.items():
+        if not isinstance(key, str) or isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValueError(f"min_tokens entries must be str -> int >= 1, got {key!r}: {tokens!r}")
+    return dict(value)

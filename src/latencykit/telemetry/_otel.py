@@ -68,8 +68,12 @@ class Telemetry:
         if not isinstance(chunk_metrics, bool):
             raise ValueError(f"chunk_metrics must be a bool, got {chunk_metrics!r}")
         self.chunk_metrics = chunk_metrics
-        if semconv is not None and not isinstance(semconv, str):
-            raise ValueError(f"semconv must be a string like 'gen_ai_latest_experimental', got {semconv!r}")
+        if semconv is not None and (
+            not isinstance(semconv, str) or any(v.strip() not in ("", sc.LATEST) for v in semconv.split(","))
+        ):
+            raise ValueError(
+                f"semconv must be None (follow ${sc.OPT_IN_ENV}), '' (v1.41 names) or {sc.LATEST!r}, got {semconv!r}"
+            )
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self.capture_content = capture_content
