@@ -136,4 +136,5 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_slots(llama_serve
     REPORT["llama_doctor_4_streams_2_slots"] = str(diagnosis)
     await client.close()
     assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
+    assert "time_outside_engine" not in diagnosis.kinds, "the wait for a slot is inside the server"
     assert all(r.outcome == "completed" and r.output_tokens == 1500 for r in client.latency.calls)

@@ -264,6 +264,11 @@ def _time_outside_engine(ev: Evidence) -> Optional[Finding]:
     client, server, calls = _client_server_ttft(ev)
     if client is None or server is None or calls < lim.min_calls:
         return None
+    per_call = all("server_ttft" in r.extra for r in ev.records if r.ttft is not None)
+    if per_call and (ev.window.gauge_max("waiting") or 0) >= lim.waiting:
+        # llama.cpp's prompt_ms excludes the wait for a slot: with requests deferred, the
+        # gap is queueing inside the server (reported as queue pressure), not outside it.
+        return None
     gap = client - server
     if gap < lim.outside_gap or client < lim.outside_ratio * server:
         return None

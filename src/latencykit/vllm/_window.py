@@ -1,7 +1,7 @@
 """`MetricsWindow`: what a server did between scrapes — counter deltas, rates, ratios, percentiles.
 
 Counters and histograms are differenced between the first and the last scrape of the
-window (a counter that went down means the server restarted: its current value is the
+window (a window of one scrape holds the totals since the server started) (a counter that went down means the server restarted: its current value is the
 delta, as in PromQL's ``increase``). Gauges (KV-cache usage, running and waiting
 requests) are instantaneous, so the window keeps every scrape and reports their mean and
 maximum over it. Server-side percentiles come from histogram bucket deltas and are exact
@@ -48,11 +48,12 @@ class MetricsWindow:
 
     # -- counters --------------------------------------------------------------------------
     def delta(self, logical: str) -> Optional[float]:
-        """How much counter ``logical`` grew over the window; ``None`` if the server lacks it."""
+        """How much counter ``logical`` grew over the window (for one scrape: since start-up);
+        ``None`` if the server lacks it."""
         end = self.last.counter(logical, self.model)
         if end is None:
             return None
-        start = self.first.counter(logical, self.model) if len(self.scrapes) > 1 else end
+        start = self.first.counter(logical, self.model) if len(self.scrapes) > 1 else None
         if start is None:
             return end
         return end - start if end >= start else end

@@ -1,0 +1,188 @@
+"""The doctor end to end: the emulator in vLLM mode put into each pressure state, driven through
+the real OpenAI SDK (latencykit.vllm clients), scraped over HTTP. Emulated latencies."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterator
+
+import pytest
+
+import latencykit.vllm as lkv
+from latencykit.emulator import Emulator, TimingModel, VLLMConfig, count_tokens
+from latencykit.vllm import Diagnosis, Doctor, Finding, MetricsWindow, Scrape, Thresholds, diagnose
+
+# Fast decode, no prefill cost to speak of: the states come from the scheduler, not from slowness.
+TIMING = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.002, output_tokens=400)
+WORDS = "alpha beta gamma delta server token cache prefix stream client".split()
+
+
+def words(n: int, seed: int) -> str:
+    """``n`` words, different for each seed."""
+    return " ".join(WORDS[(i * 7 + seed * 13 + i // 5) % len(WORDS)] + str(seed) for i in range(n))
+
+
+def messages(system: str, question: str) -> list[dict[str, str]]:
+    """System prompt + user turn."""
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+async def _sample(doc: Doctor, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await doc.ascrape()
+        await asyncio.sleep(0.02)
+
+
+async def run_state(kind: str, calls: list[tuple[str, int]], concurrent: bool, **changes: Any) -> tuple[Diagnosis, Any]:
+    """Serve ``kind``, send ``calls`` (system prompt, max_tokens), scrape meanwhile, diagnose."""
+    with Emulator(timing=TIMING, vllm=VLLMConfig.pressure(kind, **changes)) as emu:
+        client = lkv.AsyncVLLM(emu.base_url, max_retries=0)
+        await client.chat.completions.create(messages=[{"role": "user", "content": "warm up"}], max_tokens=2)
+        doc = Doctor(emu.base_url, records=client.latency)
+        await doc.ascrape()
+        stop = asyncio.Event()
+        sampler = asyncio.create_task(_sample(doc, stop))
+
+        async def one(i: int, system: str, max_tokens: int) -> None:
+            await client.chat.completions.create(messages=messages(system, f"question {i}"), max_tokens=max_tokens)
+
+        if concurrent:
+            await asyncio.gather(*(one(i, s, m) for i, (s, m) in enumerate(calls)))
+        else:
+            for i, (s, m) in enumerate(calls):
+                await one(i, s, m)
+        stop.set()
+        await sampler
+        await doc.ascrape()
+        records = client.latency.calls
+        await client.close()
+        return doc.diagnose(), records
+
+
+async def test_healthy_when_nothing_limits() -> None:
+    """Short sequential calls on a roomy server: healthy, and only healthy."""
+    d, _ = await run_state("healthy", [(words(30, i), 16) for i in range(4)], concurrent=False)
+    assert d.kinds == ("healthy",), str(d)
+    assert d.healthy and d.findings[0].advice
+
+
+async def test_queue_pressure_with_more_streams_than_max_num_seqs() -> None:
+    """6 concurrent streams on 2 sequence slots: requests wait while the KV cache is nearly empty."""
+    d, records = await run_state("queue_pressure", [(words(30, i), 64) for i in range(6)], concurrent=True)
+    assert "queue_pressure" in d.kinds and "kv_cache_pressure" not in d.kinds, str(d)
+    finding = d.findings[d.kinds.index("queue_pressure")]
+    assert finding.evidence["waiting_max"] >= 1 and finding.evidence["running_max"] == 2
+    assert (finding.evidence["kv_cache_usage_max"] or 0) < 0.9
+    assert "--max-num-seqs" in finding.advice or "replicas" in finding.advice
+    assert all(r.outcome == "completed" for r in records)
+
+
+async def test_kv_cache_pressure_when_prompts_fill_the_cache() -> None:
+    """4 concurrent ~1900-token prompts on a 4096-token KV cache: waits for capacity and preemptions."""
+    def tokens(system: str) -> int:
+        return count_tokens({"model": "tiny", "messages": messages(system, "question 0")})
+
+    scale = max(1, round(1900 / tokens(words(1200, 0)) * 1200))
+    prompts = [words(scale, i) for i in range(4)]
+    assert all(1700 <= tokens(p) <= 2040 for p in prompts), [tokens(p) for p in prompts]
+    d, records = await run_state("kv_cache_pressure", [(p, 200) for p in prompts], concurrent=True)
+    assert "kv_cache_pressure" in d.kinds and "queue_pressure" not in d.kinds, str(d)
+    finding = d.findings[d.kinds.index("kv_cache_pressure")]
+    assert finding.evidence["preemptions"] >= 1
+    assert "quantiz" in finding.advice.lower() and "replica" in finding.advice
+    assert all(r.outcome == "completed" and r.output_tokens == 200 for r in records[1:])
+
+
+async def test_weak_speculative_decoding() -> None:
+    """3 drafts per step accepted with probability 0.1: under 0.5 accepted tokens per step."""
+    d, records = await run_state("weak_speculative_decoding", [(words(30, i), 64) for i in range(3)], concurrent=False)
+    assert "weak_speculative_decoding" in d.kinds, str(d)
+    finding = d.findings[d.kinds.index("weak_speculative_decoding")]
+    assert finding.evidence["spec_accepted_per_step"] < 0.5
+    # the client sees the same thing per call: about one token per step
+    assert all(r.extra["tokens_per_step"] < 1.5 for r in records[1:])
+
+
+async def test_good_speculative_decoding_is_not_flagged() -> None:
+    """The same drafts accepted with probability 0.9: healthy, and several tokens per step per call."""
+    d, records = await run_state(
+        "weak_speculative_decoding", [(words(30, i), 64) for i in range(3)], concurrent=False, spec_acceptance=0.9
+    )
+    assert "weak_speculative_decoding" not in d.kinds, str(d)
+    assert all(r.extra["tokens_per_step"] > 2.5 for r in records[1:])
+
+
+async def test_low_prefix_cache_hit_rate_despite_shared_prefixes() -> None:
+    """Prefix caching off, the same ~1500-token system prompt three times: low hit rate, and the fix."""
+    system = words(1500, 1)
+    d, records = await run_state("low_prefix_cache_hit_rate", [(system, 8)] * 3, concurrent=False)
+    assert "low_prefix_cache_hit_rate" in d.kinds, str(d)
+    finding = d.findings[d.kinds.index("low_prefix_cache_hit_rate")]
+    assert finding.evidence["prefix_cache_hit_rate"] == 0 and finding.evidence["calls_with_shared_prefix"] >= 2
+    assert "--enable-prefix-caching" in finding.advice
+
+
+async def test_same_traffic_with_prefix_caching_on_is_not_flagged() -> None:
+    """The same calls on a server that caches: the shared prefix is read, no finding."""
+    system = words(1500, 1)
+    d, records = await run_state("healthy", [(system, 8)] * 3, concurrent=False)
+    assert "low_prefix_cache_hit_rate" not in d.kinds, str(d)
+    assert (records[-1].cache_read_tokens or 0) > 1000
+
+
+async def test_time_outside_engine() -> None:
+    """A 0.3 s delay before the engine sees each request: client TTFT far above the server's."""
+    d, _ = await run_state("time_outside_engine", [(words(30, i), 8) for i in range(4)], concurrent=False)
+    assert "time_outside_engine" in d.kinds, str(d)
+    finding = d.findings[d.kinds.index("time_outside_engine")]
+    assert finding.evidence["gap_s"] >= 0.25
+    assert finding.evidence["server_ttft_mean_s"] < finding.evidence["client_ttft_mean_s"]
+
+
+def test_doctor_function_and_client_shortcut() -> None:
+    """``lkv.doctor(url, duration=...)`` scrapes over a window; ``client.doctor()`` adds its records."""
+    with Emulator(timing=TIMING, vllm=VLLMConfig()) as emu:
+        d = lkv.doctor(emu.base_url + "/v1", duration=0.1, interval=0.05)
+        assert d.kinds == ("healthy",) and d.window["scrapes"] >= 2
+        client = lkv.VLLM(emu.base_url, max_retries=0)
+        client.chat.completions.create(messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+        d2 = client.doctor(duration=0)
+        assert d2.client["calls"] == 1 and d2.window["scrapes"] == 1
+        client.close()
+
+
+def test_rules_on_a_synthetic_window_and_thresholds() -> None:
+    """The rules read only the window: KV full with waiting is memory pressure; thresholds move the line."""
+    page = (
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.95\n'
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 3\n'
+        'vllm:num_requests_running{engine="0",model_name="m"} 8\n'
+    )
+    window = MetricsWindow([Scrape.parse(page)])
+    assert diagnose(window).kinds == ("kv_cache_pressure",)
+    assert diagnose(window, thresholds=Thresholds(kv_cache_high=0.99)).kinds == ("queue_pressure",)
+    with pytest.raises(ValueError, match="-1"):
+        Thresholds(waiting=-1)
+    assert "kv_cache_pressure" in str(diagnose(window))
+
+
+def test_finding_text_names_kind_evidence_and_advice() -> None:
+    """A finding prints its kind, its numbers and the advice."""
+    f = Finding("queue_pressure", "Requests queue", {"waiting_max": 4.0, "kv": None}, "Add replicas.")
+    assert str(f) == "[queue_pressure] Requests queue (waiting_max=4)\n  -> Add replicas."
+
+
+@pytest.fixture
+def vllm_emu() -> Iterator[Emulator]:
+    """An emulator in vLLM mode, healthy."""
+    with Emulator(timing=TIMING, vllm=VLLMConfig()) as emu:
+        yield emu
+
+
+def test_pressure_state_can_change_at_run_time(vllm_emu: Emulator) -> None:
+    """``emu.vllm.config`` reassigned: the next requests see the new state."""
+    vllm_emu.vllm.config = VLLMConfig.pressure("low_prefix_cache_hit_rate")
+    page = Scrape.parse(vllm_emu.vllm.render_metrics())
+    assert page.prefix_caching_enabled is False
+    with pytest.raises(ValueError, match="kv_pressure"):
+        VLLMConfig.pressure("kv_pressure")
