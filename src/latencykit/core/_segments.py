@@ -275,9 +275,9 @@ def _fold(value: Any) -> int:
     if kind is str:
         return hash(value)
     if kind is dict:
-        return hash(tuple([(k, _fold(v)) for k, v in value.items()]))
+        return hash(tuple([(k, hash(v) if type(v) is str else _fold(v)) for k, v in value.items()]))
     if kind is list or kind is tuple:
-        return hash(("[", *[_fold(v) for v in value]))
+        return hash(("[", *[hash(v) if type(v) is str else _fold(v) for v in value]))
     tag = _SCALARS.get(kind)
     if tag is not None:
         return hash((tag, repr(value)))
@@ -297,7 +297,7 @@ def _content_key(raw: Any) -> Any:
         if kind is str:
             return (hash(raw), len(raw))
         if kind is dict or isinstance(raw, Mapping):
-            return hash(tuple([(k, _fold(v)) for k, v in raw.items() if k != "cache_control"]))
+            return hash(tuple([(k, hash(v) if type(v) is str else _fold(v)) for k, v in raw.items() if k != "cache_control"]))
         return _fold(raw)
     except (_NoKey, TypeError):
         return None
@@ -336,8 +336,11 @@ class _Builder:
 
     def add(self, name: str, path: tuple[Any, ...], raw: Any, tag: tuple[Any, ...], markable: Optional[bool] = None) -> _Info:
         kind = type(raw)
-        content = _content_key(raw)
-        key = None if content is None else (tag, content)
+        if kind is str:
+            key: Optional[tuple[Any, ...]] = (tag, hash(raw), len(raw))
+        else:
+            content = _content_key(raw)
+            key = None if content is None else (tag, content)
         memo = self.memo
         info: Optional[_Info] = None if key is None else (memo.new.get(key) or memo.get(key))
         if info is None:
