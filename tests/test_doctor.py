@@ -4,6 +4,7 @@ the real OpenAI SDK (latencykit.vllm clients), scraped over HTTP. Emulated laten
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any, Iterator
 
 import pytest
@@ -186,3 +187,19 @@ def test_pressure_state_can_change_at_run_time(vllm_emu: Emulator) -> None:
     assert page.prefix_caching_enabled is False
     with pytest.raises(ValueError, match="kv_pressure"):
         VLLMConfig.pressure("kv_pressure")
+
+
+def test_cli_doctor_prints_findings(vllm_emu: Emulator, capsys: pytest.CaptureFixture[str]) -> None:
+    """``latencykit doctor --url URL`` prints the window and the findings; an unreachable server exits 1."""
+    from latencykit.cli import main
+
+    assert main(["doctor", "--url", vllm_emu.base_url + "/v1", "--duration", "0.1", "--interval", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "latencykit doctor" in out and "healthy" in out and "kv_cache_usage_max" in out
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["doctor", "--url", f"http://127.0.0.1:{port}", "--duration", "0.1"])
+    assert exit_info.value.code == 1
+    assert "cannot scrape" in capsys.readouterr().err

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--tpot", type=_non_negative, default=timing.get("decode_per_token"), help="decode time per token in seconds")
     emu.add_argument("--output-tokens", type=_positive_int, default=timing.get("output_tokens"), help="tokens per answer")
     emu.add_argument("--tokens-per-chunk", type=_positive_int, default=timing.get("tokens_per_chunk"), help="tokens per streamed chunk")
+    from .vllm._cli import add_doctor
+
+    add_doctor(sub)
     return parser
 
 
@@ -89,7 +92,12 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> int:
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.command == "demo":
+    if args.command == "doctor":
+        from .vllm._cli import run_doctor
+
+        if run_doctor(args):
+            raise SystemExit(EXIT_FAILURE)
+    elif args.command == "demo":
         from .bench.demo import run_demo
 
         run_demo(conversations=args.conversations, parallel=args.parallel, seed=args.seed)

@@ -1,0 +1,127 @@
+"""``latencykit doctor --url URL [--watch]``: what limits a vLLM / llama.cpp server, on the terminal.
+
+One window (``--duration`` seconds of scrapes every ``--interval``) and its findings, or with
+``--watch`` a live rich display re-diagnosing a rolling window until Ctrl-C. Without client
+records the doctor judges the server's own metrics only (no client-vs-server TTFT, no "shared
+prefixes" evidence). Needs the ``vllm`` extra; the display uses rich (the ``bench`` extra) and
+falls back to plain text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import urllib.error
+from typing import Any
+
+from ._doctor import Doctor, server_root
+from ._findings import Diagnosis
+
+__all__ = ["add_doctor", "render", "run_doctor"]
+
+_STYLE = {"healthy": "green", "queue_pressure": "yellow", "kv_cache_pressure": "red"}
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _url(text: str) -> str:
+    try:
+        return server_root(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_doctor(sub: Any) -> None:
+    """Register the ``doctor`` subcommand on ``latencykit``'s subparsers."""
+    p = sub.add_parser(
+        "doctor", help="say what limits a vLLM or llama.cpp server (its /metrics)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )  # fmt: skip
+    p.add_argument("--url", required=True, type=_url, help="the server, e.g. http://127.0.0.1:8000 (/v1 and /metrics accepted)")
+    p.add_argument("--duration", type=_seconds, default=5.0, help="seconds of scraping per window")
+    p.add_argument("--interval", type=_seconds, default=1.0, help="seconds between scrapes")
+    p.add_argument("--model", default=None, help="only this model_name's series (default: all)")
+    p.add_argument("--watch", action="store_true", help="keep scraping and re-diagnosing a rolling window until Ctrl-C")
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "-" if value is None else str(value)
+
+
+def render(diagnosis: Diagnosis, url: str) -> Any:
+    """A rich renderable of ``diagnosis`` (needs rich)."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+
+    w = diagnosis.window
+    head = Table.grid(padding=(0, 2))
+    for key in ("server", "scrapes", "elapsed_s", "kv_cache_usage_max", "running_max", "waiting_max", "preemptions",
+                "generation_tokens_per_s", "prefix_cache_hit_rate", "spec_accepted_per_step", "server_ttft_p50_s",
+                "server_ttft_p95_s", "server_queue_time_p95_s"):  # fmt: skip
+        head.add_row(key, _number(w.get(key)))
+    panels = []
+    for f in diagnosis.findings:
+        evidence = ", ".join(f"{k}={_number(v)}" for k, v in f.evidence.items() if v is not None)
+        style = _STYLE.get(f.kind, "magenta")
+        panels.append(Panel(f"{f.title}\n[dim]{evidence}[/dim]\n\n{f.advice}", title=f.kind, border_style=style))
+    return Group(Panel(head, title=f"latencykit doctor — {url}"), *panels)
+
+
+def _print(diagnosis: Diagnosis, url: str) -> None:
+    try:
+        from rich.console import Console
+    except ImportError:
+        print(f"latencykit doctor — {url}\n{diagnosis}", flush=True)
+        return
+    Console().print(render(diagnosis, url))
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """Run ``latencykit doctor``; returns the exit status (1 when the server cannot be scraped)."""
+    window = max(args.duration, args.interval)
+    doc = Doctor(args.url, model=args.model, window=window + args.interval)
+    try:
+        if not args.watch:
+            deadline = time.monotonic() + args.duration
+            doc.scrape()
+            while time.monotonic() < deadline:
+                time.sleep(min(args.interval, max(deadline - time.monotonic(), 0.0)))
+                doc.scrape()
+            _print(doc.diagnose(), args.url)
+            return 0
+        return _watch(doc, args)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"latencykit: cannot scrape {doc.url}: {reason}", file=sys.stderr, flush=True)
+        return 1
+    except ValueError as exc:  # not a Prometheus page
+        print(f"latencykit: {doc.url} is not a metrics page: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def _watch(doc: Doctor, args: argparse.Namespace) -> int:
+    try:
+        from rich.live import Live
+    except ImportError:
+        while True:
+            doc.scrape()
+            print(doc.diagnose(), flush=True)
+            time.sleep(args.interval)
+    doc.scrape()
+    with Live(render(doc.diagnose(), args.url), refresh_per_second=4) as live:
+        while True:
+            time.sleep(args.interval)
+            doc.scrape()
+            live.update(render(doc.diagnose(), args.url))
