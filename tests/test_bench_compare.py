@@ -24,6 +24,7 @@ def _run(tmp: Path, name: str, ttft: float, client: str = "thin") -> Path:
     return run.save(tmp / f"{name}.json")
 
 
+@pytest.mark.slow  # eleven real runs of about a second each
 def test_gate_fails_on_a_20_percent_regression_and_passes_an_unchanged_rerun(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Five reruns of each against one baseline: every regressed run exits 1, every unchanged one exits 0."""
     base = _run(tmp_path, "base", 0.5)

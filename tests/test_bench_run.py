@@ -1,0 +1,108 @@
+"""`latencykit bench` end to end: run file, report, HTML, matrix, ITL per token, errors, merge and workers."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from latencykit.bench._cell import BenchRun
+from latencykit.bench._run import BenchConfig, parse_matrix, run_bench
+from latencykit.bench.cli import main
+from latencykit.emulator._timing import IDEAL_TIMING
+
+FAST = asdict(IDEAL_TIMING) | {"time_scale": 0.1, "output_tokens": 8}
+
+
+def test_cli_run_writes_a_run_file_and_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command prints an EMULATED report with percentiles, goodput and client health, and writes JSON + HTML."""
+    out, page = tmp_path / "run.json", tmp_path / "run.html"
+    code = main(["--traffic", "chat", "--requests", "20", "--concurrency", "4", "--emu-ideal", "--emu-time-scale", "0.1",
+                 "--emu-output-tokens", "8", "--no-exact-output", "--out", str(out), "--html", str(page), "--quiet"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert code == 0
+    for word in ("EMULATED", "TTFT", "ITL per token", "goodput", "event-loop lag", "unsent 0", "run file"):
+        assert word in text, word
+    run = BenchRun.load(out)
+    cell = run.cells[0]
+    assert run.emulated and len(cell.samples) == 20 and cell.sketches["ttft"].count == 20
+    assert run.config["emulator_timing"]["base_ttft"] == 0.2 and run.env["versions"]["openai"]
+    assert "sk-" not in out.read_text() and "bench" not in json.dumps(run.config["target"])  # no API key
+    html = page.read_text()
+    assert html.count("<svg") >= 3 and "EMULATED" in html and "CDF of TTFT" in html
+    assert "<svg" in run._repr_html_()
+
+
+def test_itl_per_token_recovers_the_decode_time_from_bundled_chunks() -> None:
+    """4 tokens per chunk at 5 ms/token: ITL per chunk ≈ 20 ms, ITL per token ≈ TPOT-like 5 ms (per-chunk usage)."""
+    timing = asdict(IDEAL_TIMING) | {"time_scale": 0.5, "tokens_per_chunk": 4, "output_tokens": 24}
+    run = run_bench(BenchConfig(requests=8, concurrency=(2,), timing=timing, exact_output=False))
+    cell = run.cells[0]
+    chunk, token = cell.value("itl_chunk", 0.5), cell.value("itl_token", 0.5)
+    assert chunk is not None and token is not None
+    assert chunk == pytest.approx(0.020, rel=0.3) and token == pytest.approx(0.005, rel=0.3)
+    assert cell.sketches["itl_token"].count == 4 * cell.sketches["itl_chunk"].count
+
+
+def test_matrix_compares_strategies_on_the_anthropic_api() -> None:
+    """cache=auto vs off on shared-prefix traffic: hits only with the planner on, TTFT split by hit and miss."""
+    run = run_bench(BenchConfig(api="anthropic", traffic="shared-prefix", documents=1, requests=8, concurrency=(2,),
+                                matrix=tuple(parse_matrix(["cache=off,auto"])), timing=FAST, exact_output=False))  # fmt: skip
+    off, auto = run.cells
+    assert (off.label, auto.label) == ("cache=off", "cache=auto")
+    assert not any(s["cache_read"] for s in off.samples)
+    assert sum(1 for s in auto.samples if s["cache_read"]) >= 6
+    assert set(auto.split("cache")) == {"hit", "miss"} and auto.verdicts().get("hit", 0) >= 6
+    assert auto.samples[0]["cold"] is not None and "prefix" in auto.samples[0]["cold"]
+    buf = io.StringIO()
+    run.report(Console(file=buf, width=150))
+    assert "strategy comparison" in buf.getvalue() and "TTFT by cache" in buf.getvalue()
+    with pytest.raises(ValueError, match="lever"):
+        parse_matrix(["turbo=on"])
+
+
+def test_errors_are_counted_by_kind_and_kept_out_of_latency() -> None:
+    """An unreachable server: every request is an error of one kind, no TTFT recorded."""
+    run = run_bench(BenchConfig(target="openai-compatible", base_url="http://127.0.0.1:9", model="m", requests=3,
+                                concurrency=(1,), matrix=({"retry": "off", "client": "sdk"},)))  # fmt: skip
+    cell = run.cells[0]
+    assert cell.outcomes() == {"error: APIConnectionError": 3}
+    assert cell.sketches["ttft"].count == 0
+
+
+def test_merge_of_three_files_equals_one_run_over_all_records(tmp_path: Path) -> None:
+    """Three runs merged by `bench merge`: counts add, sketches equal one sketch over every sample,
+    percentiles within the sketch's 1 % of the exact ones."""
+    files = []
+    for seed in range(3):
+        run = run_bench(BenchConfig(requests=10, concurrency=(5,), seed=seed, timing=FAST | {"jitter": 0.3}, exact_output=False))
+        files.append(str(run.save(tmp_path / f"w{seed}.json")))
+    merged_path = tmp_path / "all.json"
+    assert main(["merge", *files, "-o", str(merged_path)]) == 0
+    merged = BenchRun.load(merged_path).cells[0]
+    assert len(merged.samples) == 30 and merged.scheduled == 30 and len(merged.health) == 3
+    exact = np.array(sorted(s["ttft"] for s in merged.samples))
+    for q in (0.5, 0.9, 0.99):
+        truth = float(np.quantile(exact, q, method="lower"))
+        assert merged.value("ttft", q) == pytest.approx(truth, rel=0.0101)
+    from latencykit import PercentileSketch
+
+    one = PercentileSketch()
+    one.add_many([s["ttft"] for s in merged.samples])
+    assert merged.sketches["ttft"].quantiles([0.1, 0.5, 0.9]) == one.quantiles([0.1, 0.5, 0.9])
+
+
+@pytest.mark.slow  # two spawned processes each import both SDKs (seconds on a busy box)
+def test_workers_split_the_load_and_merge_exactly() -> None:
+    """--workers 2: two processes, each half the concurrency, every request recorded once."""
+    run = run_bench(BenchConfig(requests=12, concurrency=(4,), workers=2, timing=FAST, exact_output=False))
+    cell = run.cells[0]
+    assert sorted(s["i"] for s in cell.samples) == list(range(12))
+    assert {s["worker"] for s in cell.samples} == {0, 1} and len(cell.health) == 2
+    assert all(h["max_in_flight"] == 2 for h in cell.health)
+    assert cell.sketches["ttft"].count == 12
