@@ -31,7 +31,15 @@ _OPENAI: dict[int, tuple[str, str | None, str]] = {
 
 
 class BadRequest(Exception):
-    """A request the real API would reject with 400; the message names the bad field."""
+    """A request the real API would reject with 400; the message names the bad field.
+
+    ``param`` / ``code`` fill OpenAI's error fields of the same names (Anthropic has none).
+    """
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
 
 
 def anthropic_error(status: int, message: str | None = None, request_id: str | None = None) -> dict[str, Any]:

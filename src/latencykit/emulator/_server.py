@@ -29,6 +29,7 @@ from ._state import EmulatorStats, RequestRecord, ServerState
 from ._stream import ProviderAPI, json_response, respond
 from ._text import make_id
 from ._timing import TimingModel
+from ._validate import check_request
 from ._vllm import VLLMConfig, VLLMServer
 
 __all__ = ["Emulator", "build_app", "serve"]
@@ -37,6 +38,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Streams still open at stop() get this long to notice cancellation before the server goes.
 SHUTDOWN_TIMEOUT = 1.0
 START_TIMEOUT = 10.0
+# Credentials the SDKs send; `Emulator.requests` keeps every other header.
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"})
 
 
 def _endpoint(api: ProviderAPI, state: ServerState) -> Handler:
@@ -48,7 +51,8 @@ def _endpoint(api: ProviderAPI, state: ServerState) -> Handler:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        state.requests.append(RequestRecord(request.method, request.path, body, headers))
+        kept = {k: v for k, v in headers.items() if k not in SECRET_HEADERS}  # never keep credentials
+        state.requests.append(RequestRecord(request.method, request.path, body, kept))
         out = {api.request_id_header: "req_" + make_id(state.seed, str(time.time_ns()), "request", 24)}
 
         def error(status: int, message: str | None = None) -> web.Response:
@@ -71,9 +75,14 @@ def _endpoint(api: ProviderAPI, state: ServerState) -> Handler:
         if not isinstance(body, dict):
             return error(400, "request body must be a JSON object")
         try:
+            check_request(api.name, body)
             prepared = api.prepare(body, overrides, state)
         except BadRequest as exc:
-            return error(400, str(exc))
+            out_body = api.error_body(400, str(exc))
+            detail = out_body.get("error")
+            if isinstance(detail, dict) and "param" in detail:  # OpenAI's shape names the parameter
+                detail["param"], detail["code"] = exc.param, exc.code
+            return json_response(out_body, 400, out)
         return await respond(request, api, prepared, overrides, state, out)
 
     return handle
@@ -164,7 +173,7 @@ class Emulator:
 
     @property
     def requests(self) -> list[RequestRecord]:
-        """A snapshot of the last (up to 1000) received requests, oldest first."""
+        """A snapshot of the last (up to 1000) received requests, oldest first (credential headers left out)."""
         return list(self._state.requests)
 
     @property
