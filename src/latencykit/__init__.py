@@ -31,6 +31,18 @@ from .telemetry._slo import BATCH_E2E, CHAT_TTFT, CODE_COMPLETION_TTFT, SLO, Vio
 from .telemetry._plots import plot_cache_hit_rate, plot_cdf, plot_histogram
 from .telemetry._sketch import PercentileSketch
 from .telemetry._summary import GroupSummary, MetricSummary, Summary
+from .semantic import (
+    FastEmbedEmbedder,
+    HashedEmbedder,
+    MemoryStore,
+    OpenAIEmbedder,
+    SemanticCache,
+    SemanticStats,
+    SentenceTransformerEmbedder,
+    VectorStore,
+    semantic_cacheable,
+    semantic_skip,
+)
 
 __all__ = [
     "Anthropic",
@@ -68,6 +80,16 @@ __all__ = [
     "MISS_REASONS",
     "Telemetry",
     "exponential_views",
+    "SemanticCache",
+    "SemanticStats",
+    "semantic_cacheable",
+    "semantic_skip",
+    "HashedEmbedder",
+    "OpenAIEmbedder",
+    "SentenceTransformerEmbedder",
+    "FastEmbedEmbedder",
+    "VectorStore",
+    "MemoryStore",
 ]
 
 __version__ = "0.1.0.dev0"

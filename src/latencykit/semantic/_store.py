@@ -43,6 +43,7 @@ _BITS = 256
 _WORDS = _BITS // 64
 _ENTRY_OVERHEAD = 200  # dict/OrderedDict slots, the entry object, per-row ids
 _FORMAT = "latencykit.semantic/1"
+_SAME = 0.9999  # cosine at which a new entry replaces a stored one
 
 
 @dataclass(frozen=True)
@@ -338,9 +339,9 @@ class MemoryStore:
             part = self._parts[partition] = _Part(self.dim)
         elif part.n:
             # The same question stored twice (two concurrent misses): keep the newer answer.
-            sims = part.vectors[: part.n] @ q if part.n <= self.exact_limit else None
-            if sims is not None and float(sims.max()) > 0.9999:
-                self._remove(self._entries[int(part.ids[int(sims.argmax())])])
+            rows, sims = self._candidates(part, q, _SAME)
+            if len(rows) and float(sims.max()) >= _SAME:
+                self._remove(self._entries[int(part.ids[rows[int(sims.argmax())]])])
                 part = self._parts.setdefault(partition, _Part(self.dim))
         entry = _Entry(self._next_id, partition, payload, meta, created, nbytes)
         self._next_id += 1
