@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .vllm._cli import add_doctor
 
     add_doctor(sub)
+    from .bench.cli import register as add_bench
+
+    add_bench(sub)
     return parser
 
 

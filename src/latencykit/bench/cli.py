@@ -218,10 +218,24 @@ def build_parser() -> argparse.ArgumentParser:
     return _run_parser()
 
 
+class _RunBench(argparse.Action):
+    """Runs ``latencykit bench ...`` as soon as its arguments are parsed; exits with its status."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: Optional[str] = None) -> None:  # fmt: skip
+        raise SystemExit(main(list(values)))
+
+
 def register(subparsers: Any) -> None:
-    """Add ``bench`` to the ``latencykit`` sub-command parsers (its arguments are parsed by `main`)."""
-    sp = subparsers.add_parser("bench", help="benchmark through latencykit's clients; compare, merge, emulator", add_help=False)
-    sp.add_argument("bench_args", nargs=argparse.REMAINDER)
+    """Add ``bench`` to the ``latencykit`` sub-command parsers (one line in ``latencykit.cli``).
+
+    Its own parser (`main`) takes every argument after ``bench``; the command runs while the
+    top-level arguments are parsed and ends with ``SystemExit(status)``.
+    """
+    # No option prefix: every argument after ``bench`` (``--help`` included) goes to `main` untouched.
+    sp = subparsers.add_parser("bench", help="benchmark through latencykit's clients; compare, merge, emulator",
+                               add_help=False, prefix_chars="\x00")  # fmt: skip
+    sp.add_argument("bench_args", nargs=argparse.REMAINDER, action=_RunBench)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,0 +1,106 @@
+"""Calibrate ``latencykit bench`` against the emulator with known timing, beside a thin reader.
+
+The emulator runs in its own process with the ``ideal`` preset (TTFT 200 ms, 10 ms per token,
+30 tokens, no slot limit, no slowdown, no jitter: E2E 490 ms whatever the load). At each
+stream count the same traffic is sent first through the thin raw-HTTP reader, then through
+latencykit's async client (``--workers`` processes), and the report shows TTFT P50/P99 of
+both, their ratio, throughput against the ideal c / 0.49 s, client cores, the emulator's own
+lateness and the bench's warnings (client-bound / client-starved).
+
+    python benchmarks/calibrate.py                        # 1, 16, 64, 256 streams
+    python benchmarks/calibrate.py --streams 1,16 --rounds 4
+    python benchmarks/calibrate.py --workers 64=2,256=2   # worker processes per stream count
+
+Goal: latencykit's TTFT P50 and P99 within 5 % of the thin reader's at <= 64 streams
+(with workers as needed); at 256 the report must say when the client is the limit.
+All figures are EMULATED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from latencykit.bench._run import BenchConfig, run_bench
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start_emulator(port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "latencykit.cli", "bench", "emulator", "--ideal", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the emulator did not start")
+
+
+def _cell(base_url: str, streams: int, client: str, workers: int, rounds: int) -> Any:
+    config = BenchConfig(target="emulator", base_url=base_url, traffic="chat", requests=max(streams * rounds, 30),
+                         concurrency=(streams,), warmup=streams, workers=workers, exact_output=False,
+                         matrix=({"client": client},))  # fmt: skip
+    return run_bench(config).cells[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", default="1,16,64,256")
+    parser.add_argument("--rounds", type=int, default=6, help="requests per stream (the first round is warm-up)")
+    parser.add_argument("--workers", default="64=2,256=2", help="stream=workers pairs for latencykit")
+    args = parser.parse_args()
+    streams = [int(s) for s in args.streams.split(",")]
+    workers = {int(k): int(v) for k, v in (p.split("=") for p in args.workers.split(",") if p)}
+    port = _free_port()
+    proc = _start_emulator(port)
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    try:
+        for c in streams:
+            thin = _cell(base, c, "thin", 1, args.rounds)
+            lk = _cell(base, c, "latencykit", workers.get(c, 1), args.rounds)
+            rows.append((c, thin, lk, workers.get(c, 1)))
+            _print_row(c, thin, lk, workers.get(c, 1))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    print("\nEMULATED. truth: TTFT 200 ms, E2E 490 ms, ideal throughput c / 0.49 s")
+
+
+def _ms(v: Any) -> str:
+    return "-" if v is None else f"{v * 1000:.0f}"
+
+
+def _print_row(c: int, thin: Any, lk: Any, workers: int) -> None:
+    ideal = c / 0.49
+    for name, cell in (("thin reader", thin), (f"latencykit ×{workers}", lk)):
+        p50, p99 = cell.value("ttft", 0.5), cell.value("ttft", 0.99)
+        tp = cell.throughput()["completed_rps"] or 0
+        cores = sum(h["cores"] or 0 for h in cell.health)
+        late = (cell.server or {}).get("first", {}).get("p99")
+        ratio = ""
+        if cell is lk:
+            t50, t99 = thin.value("ttft", 0.5), thin.value("ttft", 0.99)
+            if p50 and p99 and t50 and t99:
+                ratio = f"  vs thin: p50 {p50 / t50 - 1:+.1%}, p99 {p99 / t99 - 1:+.1%}"
+        print(f"c={c:<4} {name:<16} TTFT p50 {_ms(p50):>5} / p99 {_ms(p99):>5} ms  {tp:6.1f} req/s ({tp / ideal:.0%} of ideal)"
+              f"  {cores:.2f} cores  emulator late p99 {_ms(late)} ms{ratio}")  # fmt: skip
+        for w in cell.warnings:
+            print(f"         warning: {w}")
+
+
+if __name__ == "__main__":
+    main()
