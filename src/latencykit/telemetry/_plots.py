@@ -10,6 +10,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from ._format import plural
 from ._recorder import Recorder
 from ._stats import METRICS
 from ._summary import Summary
@@ -50,7 +51,7 @@ def plot_cdf(source: Union[Recorder, Summary], metric: str = "ttft", *, ax: Any 
         xs = [v * 1000 for v in sketch.quantiles(list(qs)) if v is not None]
         ax.plot(xs, qs[: len(xs)], label=f"{g.name} (n={sketch.count})")
     ax.set_xlabel(f"{metric.upper()} (ms)")
-    ax.set_ylabel("share of calls")
+    ax.set_ylabel("share of calls (nearest-rank quantiles)")
     ax.set_title(f"{metric.upper()} CDF" + (" — emulated" if emulated else ""))
     ax.grid(True, alpha=0.3)
     if summary.groups:
@@ -68,7 +69,7 @@ def plot_histogram(recorder: Recorder, metric: str = "ttft", *, bins: int = 40, 
     ax.hist(values, bins=bins)
     ax.set_xlabel(f"{metric.upper()} (ms)")
     ax.set_ylabel("calls")
-    ax.set_title(f"{metric.upper()} histogram, {len(values)} calls" + (" — emulated" if emulated else ""))
+    ax.set_title(f"{metric.upper()} histogram, {plural(len(values), 'call')}" + (" — emulated" if emulated else ""))
     return ax
 
 
@@ -87,7 +88,7 @@ def plot_cache_hit_rate(recorder: Recorder, *, window: int = 10, ax: Any = None)
     ax.plot(np.arange(1, len(rate) + 1), rate * 100)
     ax.set_ylim(0, 100)
     ax.set_xlabel("call")
-    ax.set_ylabel(f"cache hit rate, % of input tokens (last {window} calls)")
+    ax.set_ylabel(f"cache hit rate, % of input tokens (last {plural(window, 'call')})")
     ax.set_title("Prompt-cache hit rate over time")
     ax.grid(True, alpha=0.3)
     return ax
