@@ -68,7 +68,7 @@ async def test_anthropic_stream_hit_is_the_sdk_stream(sant: lk.AsyncAnthropic) -
     events = [e async for e in stream]
     assert events[0].type == "message_start" and events[-1].type == "message_stop"
     text = "".join(e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta")
-    assert text == first.content[0].text  # type: ignore[union-attr]
+    assert text == first.content[0].text
     assert sant.latency.last is not None and sant.latency.last.semantic_hit is True
 
 

@@ -93,7 +93,7 @@ def test_anthropic_stream_hit_is_the_sdk_stream(sant: lk.Anthropic) -> None:
     assert [e.type for e in events][0] == "message_start" and events[-1].type == "message_stop"
     assert all(type(e).__module__.startswith("anthropic.types") for e in events)
     text = "".join(e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta")
-    assert text == first.content[0].text  # type: ignore[union-attr]
+    assert text == first.content[0].text
     assert sant.latency.last is not None and sant.latency.last.semantic_hit is True
 
 
@@ -104,7 +104,7 @@ def test_anthropic_stream_manager_hit(sant: lk.Anthropic) -> None:
         assert isinstance(stream, anthropic.MessageStream)
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
-    assert text == first.content[0].text  # type: ignore[union-attr]
+    assert text == first.content[0].text
     assert final.id == first.id
     rec = sant.latency.last
     assert rec is not None and rec.semantic_hit is True and rec.method == "stream"
@@ -280,7 +280,7 @@ def test_otel_metric_and_span_attribute(emu: Emulator) -> None:
     for text in (ASK, REWORDED, REWORDED):
         client.messages.create(**ant_req(text), extra_headers=T1)
     data = reader.get_metrics_data()
-    points = [
+    points: list[Any] = [
         p
         for rm in (data.resource_metrics if data else [])
         for sm in rm.scope_metrics
