@@ -77,17 +77,21 @@ def test_repeated_prefix_is_cached_and_warm_ttft_is_far_below_cold(client: Llama
 
 
 def test_tpot_is_close_to_the_servers_own(client: LlamaCpp) -> None:
-    """TPOT through latencykit vs llama.cpp's predicted_per_token_ms, over 128 tokens (median of 3)."""
+    """TPOT through latencykit vs llama.cpp's predicted_per_token_ms, over 512 tokens (median of 3).
+
+    The server's figure is its compute per token; the client's includes delivery, so on a busy
+    machine it runs above. Before the fix for empty-text token chunks it ran *below* (up to 21 %).
+    """
     ratios = []
     pairs = []
     for _ in range(3):
-        client.chat.completions.create(messages=HELLO, max_tokens=128, extra_body=IGNORE_EOS)
+        client.chat.completions.create(messages=HELLO, max_tokens=512, extra_body=IGNORE_EOS)
         rec = client.latency.last
         assert rec is not None and rec.tpot is not None
         ratios.append(rec.tpot / rec.extra["server_tpot"])
         pairs.append((round(rec.tpot * 1000, 3), round(rec.extra["server_tpot"] * 1000, 3)))
     REPORT["llama_tpot_ms_latencykit_vs_server"] = pairs
-    assert 0.6 <= statistics.median(ratios) <= 1.6, pairs
+    assert 0.8 <= statistics.median(ratios) <= 2.5, pairs
 
 
 def test_metrics_counters_match_the_records_and_slots_are_read(client: LlamaCpp) -> None:
@@ -111,19 +115,19 @@ def test_metrics_counters_match_the_records_and_slots_are_read(client: LlamaCpp)
 async def _sample(doc: Doctor, stop: asyncio.Event) -> None:
     while not stop.is_set():
         await doc.ascrape()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)
 
 
 async def test_doctor_reports_the_queue_when_streams_outnumber_slots(llama_server: Server) -> None:
     """4 concurrent streams on 2 slots: requests are deferred, and the doctor names queue pressure."""
     client = AsyncLlamaCpp(llama_server.url, max_retries=0)
-    doc = Doctor(llama_server.url, records=client.latency)
+    doc = Doctor(llama_server.url, records=client.latency, window=600)
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sample(doc, stop))
 
     async def one(i: int) -> Any:
         stream = await client.chat.completions.create(
-            messages=chat(f"Story number {i}.", "Go on."), max_tokens=1500, stream=True, extra_body=IGNORE_EOS
+            messages=chat(f"Story number {i}.", "Go on."), max_tokens=600, stream=True, extra_body=IGNORE_EOS
         )
         async for _ in stream:
             pass
@@ -137,4 +141,4 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_slots(llama_serve
     await client.close()
     assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
     assert "time_outside_engine" not in diagnosis.kinds, "the wait for a slot is inside the server"
-    assert all(r.outcome == "completed" and r.output_tokens == 1500 for r in client.latency.calls)
+    assert all(r.outcome == "completed" and r.output_tokens == 600 for r in client.latency.calls)

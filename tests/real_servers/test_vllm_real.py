@@ -128,14 +128,14 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_max_num_seqs(vllm
     """6 concurrent streams on --max-num-seqs 2: requests wait with KV headroom, the doctor says queue pressure."""
     client = AsyncVLLM(vllm_server.url, max_retries=0)
     assert await client.detect_model() == "tiny"
-    doc = Doctor(vllm_server.url, records=client.latency)
+    doc = Doctor(vllm_server.url, records=client.latency, window=600)
     await doc.ascrape()
     stop = asyncio.Event()
     sampler = asyncio.create_task(_sample(doc, stop))
 
     async def one(i: int) -> Any:
         stream = await client.chat.completions.create(
-            messages=chat(f"Story number {i}.", "Go on."), max_tokens=200, temperature=0.8, stream=True, extra_body=IGNORE_EOS
+            messages=chat(f"Story number {i}.", "Go on."), max_tokens=400, temperature=0.8, stream=True, extra_body=IGNORE_EOS
         )
         async for _ in stream:
             pass
@@ -150,4 +150,4 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_max_num_seqs(vllm
     await client.close()
     assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
     assert "kv_cache_pressure" not in diagnosis.kinds
-    assert all(r.outcome == "completed" and r.output_tokens == 200 for r in client.latency.calls)
+    assert all(r.outcome == "completed" and r.output_tokens == 400 for r in client.latency.calls)

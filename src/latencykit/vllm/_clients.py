@@ -23,7 +23,7 @@ import json
 import os
 import urllib.request
 from functools import cached_property
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
 
@@ -89,10 +89,20 @@ class _SelfHosted:
     _lkv_api: _Api
     _lkv_continuous_default: bool
     _lkv_default_url: str
-    _lkv_url_env: str
+    _lkv_env: str
+    """Environment prefix: ``<PREFIX>_BASE_URL`` and ``<PREFIX>_API_KEY``."""
     _lkv_model: Optional[str]
     _lkv_continuous: bool
     base_url: Any
+
+    def __init__(
+        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None,
+        continuous_usage: Optional[bool] = None, **kwargs: Any,
+    ) -> None:  # fmt: skip
+        self._lkv_setup(model, continuous_usage)
+        key = api_key or os.environ.get(self._lkv_env + "_API_KEY") or "EMPTY"
+        url = _v1(base_url or os.environ.get(self._lkv_env + "_BASE_URL") or self._lkv_default_url)
+        cast(Any, super()).__init__(base_url=url, api_key=key, **kwargs)  # latencykit.OpenAI's
 
     def _lkv_setup(self, model: Optional[str], continuous: Optional[bool]) -> None:
         if model is not None and not (isinstance(model, str) and model):
@@ -109,10 +119,6 @@ class _SelfHosted:
         return new
 
     with_options = copy
-
-    @classmethod
-    def _lkv_base_url(cls, base_url: Any) -> str:
-        return _v1(base_url or os.environ.get(cls._lkv_url_env) or cls._lkv_default_url)
 
     @property
     def server_url(self) -> str:
@@ -143,6 +149,11 @@ class _SelfHosted:
 class _SyncSelfHosted(_SelfHosted):
     models: Any
 
+    @cached_property
+    def chat(self) -> Chat:
+        """Observed Chat Completions with the server's model default and tap."""
+        return _ServerChat(cast(Any, self))
+
     @property
     def model(self) -> str:
         """The model calls use by default (detected from ``GET /v1/models`` on first use)."""
@@ -153,6 +164,11 @@ class _SyncSelfHosted(_SelfHosted):
 
 class _AsyncSelfHosted(_SelfHosted):
     models: Any
+
+    @cached_property
+    def chat(self) -> AsyncChat:
+        """Observed async Chat Completions with the server's model default and tap."""
+        return _AsyncServerChat(cast(Any, self))
 
     async def detect_model(self) -> str:
         """The model calls use by default (detected from ``GET /v1/models`` on first use)."""
@@ -195,32 +211,17 @@ class _AsyncServerChat(AsyncChat):
         return _AsyncServerCompletions(self._client)
 
 
-_DOC_ARGS = (
-    "``base_url`` is the server (``.../v1`` accepted); ``model=None`` detects it from ``/v1/models``; "
-    "every other argument is `latencykit.OpenAI`'s."
-)
-
-
 class VLLM(_SyncSelfHosted, OpenAI):
-    """A `latencykit.OpenAI` client for a vLLM server (default ``$VLLM_BASE_URL`` or ``http://127.0.0.1:8000``)."""
+    """A `latencykit.OpenAI` client for a vLLM server (default ``$VLLM_BASE_URL`` or ``http://127.0.0.1:8000``).
+
+    ``VLLM(base_url=None, *, api_key=None, model=None, continuous_usage=None, **openai_kwargs)``:
+    ``model=None`` detects it from ``/v1/models``; ``continuous_usage`` defaults to on.
+    """
 
     _lkv_api = _VLLM_CHAT
     _lkv_continuous_default = True
     _lkv_default_url = "http://127.0.0.1:8000"
-    _lkv_url_env = "VLLM_BASE_URL"
-
-    def __init__(
-        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None,
-        continuous_usage: Optional[bool] = None, **kwargs: Any,
-    ) -> None:  # fmt: skip
-        self._lkv_setup(model, continuous_usage)
-        key = api_key or os.environ.get("VLLM_API_KEY") or "EMPTY"
-        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
-
-    @cached_property
-    def chat(self) -> Chat:
-        """Observed Chat Completions (model default, continuous usage stats, per-step counts)."""
-        return _ServerChat(self)
+    _lkv_env = "VLLM"
 
 
 class AsyncVLLM(_AsyncSelfHosted, AsyncOpenAI):
@@ -229,41 +230,20 @@ class AsyncVLLM(_AsyncSelfHosted, AsyncOpenAI):
     _lkv_api = _VLLM_CHAT
     _lkv_continuous_default = True
     _lkv_default_url = "http://127.0.0.1:8000"
-    _lkv_url_env = "VLLM_BASE_URL"
-
-    def __init__(
-        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None,
-        continuous_usage: Optional[bool] = None, **kwargs: Any,
-    ) -> None:  # fmt: skip
-        self._lkv_setup(model, continuous_usage)
-        key = api_key or os.environ.get("VLLM_API_KEY") or "EMPTY"
-        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
-
-    @cached_property
-    def chat(self) -> AsyncChat:
-        """Observed async Chat Completions (model default, continuous usage stats, per-step counts)."""
-        return _AsyncServerChat(self)
+    _lkv_env = "VLLM"
 
 
 class LlamaCpp(_SyncSelfHosted, OpenAI):
-    """A `latencykit.OpenAI` client for llama.cpp's llama-server (default ``$LLAMACPP_BASE_URL`` or ``http://127.0.0.1:8080``)."""
+    """A `latencykit.OpenAI` client for llama.cpp's llama-server (default ``$LLAMACPP_BASE_URL`` or ``http://127.0.0.1:8080``).
+
+    Same arguments as `VLLM`; continuous usage stats default to off (llama-server sends usage
+    in the final chunk only).
+    """
 
     _lkv_api = _LLAMA_CHAT
-    _lkv_continuous_default = False  # llama-server ignores it: usage comes in the final chunk only
+    _lkv_continuous_default = False
     _lkv_default_url = "http://127.0.0.1:8080"
-    _lkv_url_env = "LLAMACPP_BASE_URL"
-
-    def __init__(
-        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None, **kwargs: Any
-    ) -> None:
-        self._lkv_setup(model, None)
-        key = api_key or os.environ.get("LLAMACPP_API_KEY") or "EMPTY"
-        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
-
-    @cached_property
-    def chat(self) -> Chat:
-        """Observed Chat Completions (model default, server timings in the record)."""
-        return _ServerChat(self)
+    _lkv_env = "LLAMACPP"
 
 
 class AsyncLlamaCpp(_AsyncSelfHosted, AsyncOpenAI):
@@ -272,19 +252,7 @@ class AsyncLlamaCpp(_AsyncSelfHosted, AsyncOpenAI):
     _lkv_api = _LLAMA_CHAT
     _lkv_continuous_default = False
     _lkv_default_url = "http://127.0.0.1:8080"
-    _lkv_url_env = "LLAMACPP_BASE_URL"
-
-    def __init__(
-        self, base_url: Any = None, *, api_key: Optional[str] = None, model: Optional[str] = None, **kwargs: Any
-    ) -> None:
-        self._lkv_setup(model, None)
-        key = api_key or os.environ.get("LLAMACPP_API_KEY") or "EMPTY"
-        super().__init__(base_url=self._lkv_base_url(base_url), api_key=key, **kwargs)
-
-    @cached_property
-    def chat(self) -> AsyncChat:
-        """Observed async Chat Completions (model default, server timings in the record)."""
-        return _AsyncServerChat(self)
+    _lkv_env = "LLAMACPP"
 
 
 def anthropic_client(base_url: Optional[str] = None, *, api_key: Optional[str] = None, **kwargs: Any) -> Anthropic:

@@ -38,6 +38,9 @@ class Thresholds:
     """KV-cache usage at or above this is "full"."""
     waiting: float = 1.0
     """At least this many requests waiting (at the window's peak) is a queue."""
+    queue_time: float = 0.1
+    """... as is a mean server-side queue time (vLLM ``request_queue_time_seconds``) of this many
+    seconds, which scrapes cannot miss the way they can miss a short-lived waiting gauge."""
     spec_accepted_per_step: float = 0.5
     """Fewer accepted draft tokens per step than this is weak speculative decoding."""
     spec_min_drafts: float = 10
@@ -149,7 +152,8 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     w, lim = ev.window, ev.limits
     waiting = w.gauge_max("waiting")
     usage = w.gauge_max("kv_cache_usage")
-    if waiting is None or waiting < lim.waiting:
+    queued = w.mean("queue_time")
+    if (waiting is None or waiting < lim.waiting) and (queued is None or queued < lim.queue_time):
         return None
     if (usage is not None and usage >= lim.kv_cache_high) or (w.preemptions or 0) > 0:
         return None  # that is memory pressure, reported above
@@ -162,7 +166,7 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
             "waiting_mean": w.gauge_mean("waiting"),
             "running_max": w.gauge_max("running"),
             "kv_cache_usage_max": usage,
-            "server_queue_time_mean_s": w.mean("queue_time"),
+            "server_queue_time_mean_s": queued,
             "server_queue_time_p95_s": w.quantile("queue_time", 0.95),
         },
         (
