@@ -2,3 +2,23 @@
 
 May import everything else in latencykit; nothing in the library imports it.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["BenchConfig", "BenchRun", "Cell", "demo_comparison", "generate", "load_replay", "run_bench"]
+
+_LAZY = {
+    "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
+    "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy public names, so ``import latencykit.bench.demo`` stays light."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
