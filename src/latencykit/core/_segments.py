@@ -383,7 +383,7 @@ def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[
     # prompts: tool names, the number of system blocks and their rough sizes.
     names = tuple([(t.get("name") or _get(t.get("function"), "name")) if type(t) is dict or isinstance(t, Mapping) else "?" for t in tools])
     sizes = tuple([n // 512 for n in system])
-    key = (api, names, sizes)
+    key = (api, hash(names), len(names), sizes)  # hashes only: tool names are prompt text too
     found: Optional[bytes] = fp._links.get(key)
     if found is None:
         found = fp.digest(api.encode(), "\x1f".join(map(str, names)).encode(), "\x1f".join(map(str, sizes)).encode(), size=8)
