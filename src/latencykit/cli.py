@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(prog="latencykit", description="Fast LLM calls, measured.", formatter_class=fmt)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{demo,emulator}")
+    sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run a short multi-turn workload against the embedded emulator", formatter_class=fmt)
     demo.add_argument("--conversations", type=_positive_int, default=2, help="sync conversations per provider")
