@@ -250,3 +250,38 @@ def test_cache_validates_options() -> None:
         MemoryStore(8, ttl=0)
     with pytest.raises(ValueError, match="semantic"):
         lk.OpenAI(api_key="x", semantic="yes")  # type: ignore[arg-type]
+
+
+def _embeddings_handler(seen: list[Any]) -> Any:
+    import httpx2
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        data = [{"object": "embedding", "index": i, "embedding": [float(i + 1), 0.0, 3.0]} for i in range(len(body["input"]))]
+        return httpx2.Response(200, json={"object": "list", "data": data[::-1], "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+    return handle
+
+
+def test_openai_embedder_sync_and_async() -> None:
+    """OpenAIEmbedder calls embeddings.create through the SDK and returns unit rows in input order."""
+    import asyncio
+
+    import httpx2
+    import openai
+
+    from latencykit.semantic import OpenAIEmbedder
+
+    seen: list[Any] = []
+    client = openai.OpenAI(api_key="k", base_url="http://embed.test/v1", http_client=httpx2.Client(transport=httpx2.MockTransport(_embeddings_handler(seen))))
+    emb = OpenAIEmbedder(model="text-embedding-3-small", dimensions=3).bound(client)
+    rows = emb(["a", "b"])
+    assert rows.shape == (2, 3)
+    assert np.allclose(rows[0], np.array([1, 0, 3]) / np.sqrt(10), atol=1e-6)  # index order, not response order
+    assert seen[0]["model"] == "text-embedding-3-small" and seen[0]["input"] == ["a", "b"] and seen[0]["dimensions"] == 3
+    aclient = openai.AsyncOpenAI(api_key="k", base_url="http://embed.test/v1", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(_embeddings_handler(seen))))
+    arows = asyncio.run(OpenAIEmbedder(aclient, dim=3).aembed(["x"]))
+    assert np.allclose(arows[0], rows[0], atol=1e-6)
+    with pytest.raises(ValueError, match="no client"):
+        OpenAIEmbedder()(["a"])
