@@ -53,7 +53,8 @@ def percentiles(sketch: PercentileSketch, qs: Sequence[float] = QUANTILES) -> di
         half = Z95 * math.sqrt(n * q * (1 - q))
         lo_rank = max(0, math.floor(n * q - half) - 1)
         hi_rank = min(n - 1, math.ceil(n * q + half))
-        wanted += [q, lo_rank / (n - 1) if n > 1 else 0.0, hi_rank / (n - 1) if n > 1 else 0.0]
+        # The sketch answers nearest-rank quantiles (0-based index ceil(q·n) − 1): (r + 0.5) / n reads index r.
+        wanted += [q, (lo_rank + 0.5) / n, (hi_rank + 0.5) / n]
     values = sketch.quantiles([min(max(w, 0.0), 1.0) for w in wanted])
     return {q: Pct(q, values[3 * i], values[3 * i + 1], values[3 * i + 2], n) for i, q in enumerate(qs)}
 
