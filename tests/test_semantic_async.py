@@ -139,3 +139,14 @@ async def test_wrap_async(emu: Emulator) -> None:
     await client.chat.completions.create(**chat_req(REWORDED), extra_headers=T1)
     assert client.latency.cache_report().semantic_hits == 1
     await raw.close()
+
+
+async def test_scope_alone_separates_identical_requests(emu: Emulator) -> None:
+    """The same request under eight scopes, concurrently: only the scope that stored it hits."""
+    cache = SemanticCache(threshold=0.8)
+    client = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+    await client.messages.create(**ant_req(), extra_headers=semantic_cacheable("tenant-0"))
+    await asyncio.gather(*(client.messages.create(**ant_req(REWORDED), extra_headers=semantic_cacheable(f"tenant-{t}")) for t in range(8)))
+    hits = [r.semantic_hit for r in client.latency.calls[1:]]
+    assert len(hits) == 8 and hits.count(True) == 1 and hits.count(False) == 7
+    await client.close()

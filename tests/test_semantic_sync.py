@@ -295,3 +295,23 @@ def test_otel_metric_and_span_attribute(emu: Emulator) -> None:
     client.close()
     tracer_provider.shutdown()
     meter_provider.shutdown()
+
+
+def test_scope_alone_separates_identical_requests(emu: Emulator) -> None:
+    """The same request under eight scopes, in threads: only the scope that stored it hits."""
+    cache = SemanticCache(threshold=0.8)
+    client = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+    client.messages.create(**ant_req(), extra_headers=semantic_cacheable("tenant-0"))
+    def ask(t: int) -> None:
+        client.messages.create(**ant_req(REWORDED), extra_headers=semantic_cacheable(f"tenant-{t}"))
+
+    recorder = client.latency
+    threads = [threading.Thread(target=ask, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    hits = [r.semantic_hit for r in recorder.calls[1:]]
+    assert len(hits) == 8 and hits.count(True) == 1 and hits.count(False) == 7  # tenant-0 hit; tenants 1-7 missed the same question
+    assert cache.stats().hits == 1 and cache.stats().misses == 8
+    client.close()
