@@ -36,6 +36,7 @@ from .semantic import (
     HashedEmbedder,
     MemoryStore,
     OpenAIEmbedder,
+    RedisStore,
     SemanticCache,
     SemanticStats,
     SentenceTransformerEmbedder,
@@ -90,6 +91,7 @@ __all__ = [
     "FastEmbedEmbedder",
     "VectorStore",
     "MemoryStore",
+    "RedisStore",
 ]
 
 __version__ = "0.1.0.dev0"

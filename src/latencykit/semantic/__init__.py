@@ -1,7 +1,7 @@
 """Optional semantic response cache: the same question in other words, answered from cache.
 
 Owns: request fingerprinting for the cache (``_request``), embedders (``_embedders``), vector
-storage (``_store``: the `VectorStore` interface and `MemoryStore`), the cache policy
+storage (``_store``: the `VectorStore` interface and `MemoryStore`; ``_redis``: `RedisStore`), the cache policy
 (``_cache``), the per-call mark (``_options``) and the HTTP transport that replays stored
 answers (``_transport``). May import ``core`` and ``providers._calls``; nothing outside this
 package imports it except the one hook in ``providers._calls.sdk_client``.
@@ -22,6 +22,7 @@ from __future__ import annotations
 from ._cache import SemanticCache, SemanticStats
 from ._embedders import Embedder, FastEmbedEmbedder, HashedEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
 from ._options import HEADER, semantic_cacheable, semantic_skip
+from ._redis import RedisStore
 from ._store import MemoryStore, StoreHit, VectorStore
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "FastEmbedEmbedder",
     "VectorStore",
     "MemoryStore",
+    "RedisStore",
     "StoreHit",
 ]

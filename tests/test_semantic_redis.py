@@ -1,0 +1,116 @@
+"""RedisStore against a real redis-server on 127.0.0.1 (started here; skipped without one)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import latencykit as lk
+from latencykit.emulator import Emulator
+from latencykit.semantic import RedisStore, SemanticCache, semantic_cacheable
+
+redis = pytest.importorskip("redis")
+SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(SERVER is None, reason="redis-server not installed (bash .ci/semantic.sh)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A throwaway redis-server (no persistence) and a client for it."""
+    port = _free_port()
+    workdir: Path = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        [str(SERVER), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("redis-server did not start")
+        yield client
+    finally:
+        client.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def store(redis_client: Any) -> Iterator[RedisStore]:
+    s = RedisStore(redis_client, 16, ttl=60)
+    s.clear()
+    yield s
+    s.clear()
+
+
+def _unit(seed: int, dim: int = 16) -> Any:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_redis_threshold_and_partitions(store: RedisStore) -> None:
+    """Found at the threshold in its own partition only; the best of several wins."""
+    v, w = _unit(1), _unit(2)
+    store.add(("tenant a", b"fp"), v, b"A", {"api": "messages"})
+    store.add(("tenant a", b"fp"), w, b"W", {})
+    hit = store.search(("tenant a", b"fp"), v, 0.99)
+    assert hit is not None and hit.payload == b"A" and hit.meta == {"api": "messages"}
+    assert store.search(("tenant b", b"fp"), v, 0.5) is None
+    assert store.search(("tenant a", b"other"), v, 0.5) is None
+    assert store.search(("tenant a", b"fp"), -v, 0.5) is None
+    assert len(store) == 2
+
+
+def test_redis_ttl(redis_client: Any) -> None:
+    """Entries vanish with Redis's own TTL and are dropped from their partition."""
+    store = RedisStore(redis_client, 16, ttl=0.2, prefix="lk-ttl:")
+    store.add(("s", b"fp"), _unit(3), b"A", {})
+    assert store.search(("s", b"fp"), _unit(3), 0.99) is not None
+    time.sleep(0.35)
+    assert store.search(("s", b"fp"), _unit(3), 0.99) is None
+    assert len(store) == 0
+
+
+def test_redis_clear_scope(store: RedisStore) -> None:
+    """clear(scope) drops one scope's entries and keeps the others."""
+    store.add(("a", b"fp"), _unit(4), b"A", {})
+    store.add(("ab", b"fp"), _unit(4), b"B", {})
+    store.clear("a")
+    assert store.search(("a", b"fp"), _unit(4), 0.99) is None
+    assert store.search(("ab", b"fp"), _unit(4), 0.99) is not None
+
+
+def test_redis_store_behind_a_client(emu: Emulator, redis_client: Any) -> None:
+    """Two clients (two caches) sharing one Redis: an answer stored by one is a hit for the other."""
+    secret = b"s" * 32
+    store = RedisStore(redis_client, 384, prefix="lk-e2e:")
+    store.clear()
+    req = {"model": "claude-sonnet-5", "max_tokens": 32, "messages": [{"role": "user", "content": "What is the return policy?"}]}
+    one = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store, secret=secret, threshold=0.8))
+    two = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store, secret=secret, threshold=0.8))
+    first = one.messages.create(**req, extra_headers=semantic_cacheable("t"))
+    again = two.messages.create(**{**req, "messages": [{"role": "user", "content": "what's the return policy"}]}, extra_headers=semantic_cacheable("t"))
+    assert two.latency.last is not None and two.latency.last.semantic_hit is True
+    assert again == first
+    one.close()
+    two.close()
+    store.clear()
