@@ -57,11 +57,14 @@ def model_calls(emu: Emulator, recorder: lk.Recorder) -> Iterator[Calls]:
 
     On exit asserts one record per request, each completed and carrying the server's usage.
     """
-    before_requests = len(emu.requests)
+    # The emulator keeps its last 1000 requests: count new ones by its running total.
+    before_requests = emu.stats.requests_total
     before_records = len(recorder.calls)
     calls = Calls()
     yield calls
-    calls.requests = [r for r in emu.requests[before_requests:] if r.path.endswith(("/messages", "/chat/completions", "/responses"))]
+    new = emu.stats.requests_total - before_requests
+    recent = emu.requests[-new:] if new else []
+    calls.requests = [r for r in recent if r.path.endswith(("/messages", "/chat/completions", "/responses"))]
     calls.records = list(recorder.calls)[before_records:]
     assert calls.requests, "the framework sent no model request"
     assert len(calls.records) == len(calls.requests), (
