@@ -68,9 +68,9 @@ async def test_azure_filter_object_is_passed_on_but_not_read(aoai: Any, raw_aoai
 async def test_no_finish_reason_usage_chunk_completes(emu: Emulator, recorder: lk.Recorder) -> None:
     """No finish_reason from the server: create() returns the answer at once, sent once."""
     client = _oai(emu.base_url, recorder=recorder, retry=FAST_RETRY)
-    before = len(emu.requests)
+    before = emu.stats.requests_total
     done = await client.chat.completions.create(extra_headers=headers(wire="no-finish-reason"), **CHAT_REQ)
-    assert len(emu.requests) - before == 1 and done.choices[0].message.content
+    assert emu.stats.requests_total - before == 1 and done.choices[0].message.content
     rec = client.latency.last
     assert (rec.outcome, rec.error_type, rec.attempts) == ("completed", None, 1)
     await client.close()
@@ -134,10 +134,10 @@ async def test_html_answer_says_so_and_is_not_retried(emu: Emulator, recorder: l
             return await _drain(await client.messages.create(stream=True, extra_headers=wire, **ANT_REQ))
 
     for fn in (call, call_stream):
-        before = len(emu.requests)
+        before = emu.stats.requests_total
         with pytest.raises(sdk.APIError, match="text/html.*not an event stream"):
             await fn()
-        assert len(emu.requests) - before == 1
+        assert emu.stats.requests_total - before == 1
         assert (client.latency.last.outcome, client.latency.last.attempts) == ("error", 1)
     await client.close()
 

@@ -79,9 +79,9 @@ def test_no_finish_reason_usage_chunk_completes(emu: Emulator, recorder: lk.Reco
     """A server that never sends a finish_reason: create() returns the whole answer at once, not a truncation retried 3 times."""
     client = _oai(emu.base_url, recorder=recorder, retry=FAST_RETRY)
     wire = headers(wire="no-finish-reason")
-    before = len(emu.requests)
+    before = emu.stats.requests_total
     done = client.chat.completions.create(extra_headers=wire, **CHAT_REQ)
-    assert len(emu.requests) - before == 1
+    assert emu.stats.requests_total - before == 1
     rec = client.latency.last
     assert (rec.outcome, rec.error_type, rec.attempts) == ("completed", None, 1)
     assert done.choices[0].message.content and done.usage is not None and rec.output_tokens == done.usage.completion_tokens
@@ -166,10 +166,10 @@ def test_html_answer_says_so_and_is_not_retried(emu: Emulator, recorder: lk.Reco
                  lambda: list(client.messages.create(stream=True, extra_headers=wire, **ANT_REQ))]
         sdk = anthropic
     for call in calls:
-        before = len(emu.requests)
+        before = emu.stats.requests_total
         with pytest.raises(sdk.APIError, match="text/html.*not an event stream"):
             call()
-        assert len(emu.requests) - before == 1
+        assert emu.stats.requests_total - before == 1
         rec = client.latency.last
         assert (rec.outcome, rec.attempts, rec.error_type) == ("error", 1, "APIError")
     client.close()
@@ -191,11 +191,11 @@ def test_error_after_finish_is_recorded_as_the_caller_saw_it(emu: Emulator, reco
     rec = client.latency.last
     assert (rec.outcome, rec.error_type) == ("interrupted", "APIError") and rec.finish_reasons == ("stop",)
 
-    before = len(emu.requests)
+    before = emu.stats.requests_total
     with pytest.raises(openai.APIError):
         client.chat.completions.create(extra_headers=wire, **CHAT_REQ)
     rec = client.latency.last
-    assert len(emu.requests) - before == rec.attempts == 3  # retry_interrupted: the caller saw nothing yet
+    assert emu.stats.requests_total - before == rec.attempts == 3  # retry_interrupted: the caller saw nothing yet
     assert (rec.outcome, rec.error_type) == ("interrupted", "APIError")
     assert rec.finish_reasons == ("stop",)  # the last attempt's, not one per attempt
     client.close()

@@ -38,6 +38,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Streams still open at stop() get this long to notice cancellation before the server goes.
 SHUTDOWN_TIMEOUT = 1.0
 START_TIMEOUT = 10.0
+BACKLOG = 2048
 # Credentials the SDKs send; `Emulator.requests` keeps every other header.
 SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"})
 
@@ -216,8 +217,9 @@ class Emulator:
         try:
             await runner.setup()
             self._runner = runner
-            # The site takes ownership of the socket; closing the runner closes it.
-            await web.SockSite(runner, sock).start()
+            # The site takes ownership of the socket; closing the runner closes it. A backlog
+            # like real servers' (uvicorn: 2048), so a burst of connects is not dropped to SYN retries.
+            await web.SockSite(runner, sock, backlog=BACKLOG).start()
         except BaseException:
             sock.close()
             raise
