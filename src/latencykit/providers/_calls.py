@@ -227,7 +227,7 @@ def passthrough(timer: CallTimer, call: Callable[[], T], on_result: Callable[[Ca
     except BaseException as exc:
         timer.fail(exc)
         raise
-    _safe(on_result, timer.record, result)
+    safe(on_result, timer.record, result)
     timer.complete()
     return result
 
@@ -242,13 +242,14 @@ async def apassthrough(
     except BaseException as exc:
         timer.fail(exc)
         raise
-    _safe(on_result, timer.record, result)
+    safe(on_result, timer.record, result)
     timer.complete()
     return result
 
 
-def _safe(fn: Callable[[CallRecord, T], None], rec: CallRecord, result: T) -> None:
+def safe(fn: Callable[[Any, T], None], target: Any, result: T, what: str = "read usage") -> None:
+    """``fn(target, result)``, logged at DEBUG instead of raised: measurement never breaks the call."""
     try:
-        fn(rec, result)
-    except Exception:  # measurement never breaks the call
-        logger.debug("latencykit: could not read usage", exc_info=True)
+        fn(target, result)
+    except Exception:
+        logger.debug("latencykit: could not %s", what, exc_info=True)

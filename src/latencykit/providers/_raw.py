@@ -21,7 +21,6 @@ at once, with no re-classing.
 from __future__ import annotations
 
 import inspect
-import logging
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -31,6 +30,7 @@ from anthropic._response import BaseAPIResponse as _AntBase
 from openai._legacy_response import LegacyAPIResponse as _OaiLegacy
 from openai._response import BaseAPIResponse as _OaiBase
 
+from ._calls import safe
 from ._streams import observe_stream
 
 if TYPE_CHECKING:
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["is_raw_response", "is_sdk_stream", "observe_response"]
 
-logger = logging.getLogger("latencykit")
 
 _STREAMS = (anthropic.Stream, anthropic.AsyncStream, openai.Stream, openai.AsyncStream)
 _RAW = (_AntBase, _OaiBase, _OaiLegacy)
@@ -134,7 +133,7 @@ def _hooked(base: Callable[..., Any], after: Callable[[Any, Any], None]) -> Call
             except BaseException as exc:
                 failed(self, exc)
                 raise
-            _safely(after, self, result)
+            safe(after, self, result, "observe a raw response")
             return result
 
         return amethod
@@ -145,17 +144,13 @@ def _hooked(base: Callable[..., Any], after: Callable[[Any, Any], None]) -> Call
         except BaseException as exc:
             failed(self, exc)
             raise
-        _safely(after, self, result)
+        safe(after, self, result, "observe a raw response")
         return result
 
     return method
 
 
-def _safely(after: Callable[[Any, Any], None], response: Any, result: Any) -> None:
-    try:
-        after(response, result)
-    except Exception:  # measurement never breaks the call
-        logger.debug("latencykit: could not observe a raw response", exc_info=True)
+
 
 
 _classes: dict[type, type] = {}
