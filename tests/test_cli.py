@@ -12,12 +12,18 @@ import anthropic
 import pytest
 
 import latencykit as lk
+from latencykit.bench._strategies import DEMO_NAMES
 from latencykit.bench.demo import run_demo
 from latencykit.cli import main
 
 
+def _number(text: str) -> float:
+    return float(text.strip().replace(",", "").rstrip("×"))
+
+
 def test_demo_prints_labelled_emulated_percentiles(capsys: pytest.CaptureFixture[str]) -> None:
-    """The demo runs both providers sync and async and prints TTFT/TPOT/E2E percentiles labelled emulated."""
+    """The demo runs both providers sync and async, prints TTFT/TPOT/E2E percentiles labelled emulated,
+    and ends with the strategy comparison: real TTFT P50/P99 figures and speed-ups per strategy."""
     recorder = run_demo(conversations=1, parallel=2)
     out = capsys.readouterr().out
     assert "EMULATED" in out and "TTFT" in out and "TPOT" in out and "E2E" in out and "P99" in out
@@ -27,6 +33,31 @@ def test_demo_prints_labelled_emulated_percentiles(capsys: pytest.CaptureFixture
     assert {c.api for c in calls} == {"messages", "chat.completions", "responses"}
     assert all(c.outcome == "completed" and c.streamed and c.ttft is not None for c in calls)
     assert len(calls) == 3 * 2 * 1 + 3 * 2 * 2
+
+    # The comparison comes last (before the closing "emulated" line), labelled emulated, one row per strategy.
+    tail = out[out.index("EMULATED strategy comparison"):]
+    assert out.index("prompt cache") < out.index("EMULATED strategy comparison")
+    rows: dict[str, list[str]] = {}
+    for line in tail.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 4 and cells[0] in DEMO_NAMES:
+            rows[cells[0]] = cells
+    assert list(rows) == list(DEMO_NAMES), tail
+    ttft = {name: [_number(v) for v in row[1].split("/")] for name, row in rows.items()}
+    raw, off, on = (ttft[n] for n in DEMO_NAMES)
+    for p50, p99 in (raw, off, on):
+        assert 50 < p50 <= p99 < 5000  # milliseconds, from real calls
+    # Non-streamed: the first token arrives with the whole answer (40 tokens × 16 ms of decode after it).
+    assert raw[0] > 2 * off[0] and raw[0] > 2 * on[0]
+    assert rows[DEMO_NAMES[0]][2] == "baseline"
+    for name, (p50, p99) in ((DEMO_NAMES[1], off), (DEMO_NAMES[2], on)):
+        s50, s99 = (_number(v) for v in rows[name][2].split("/"))
+        assert s50 == pytest.approx(raw[0] / p50, rel=0.02) and s99 == pytest.approx(raw[1] / p99, rel=0.02)
+        assert s50 > 2
+    hits = {name: row[3] for name, row in rows.items()}
+    assert hits[DEMO_NAMES[0]] == "0/8" and hits[DEMO_NAMES[1]] == "0/8"
+    assert int(hits[DEMO_NAMES[2]].split("/")[0]) >= 4  # the planner caches each document after its first sight
+    assert "speed-up" in tail and "These latencies are emulated" in tail
 
 
 def test_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:

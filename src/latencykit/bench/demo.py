@@ -3,7 +3,8 @@
 Starts the embedded emulator, runs chat conversations through ``lk.Anthropic`` /
 ``lk.OpenAI`` (sync, one conversation after another) and ``lk.AsyncAnthropic`` /
 ``lk.AsyncOpenAI`` (async, conversations in parallel), then prints TTFT / TPOT / E2E
-percentiles per provider. Every number comes from real SDK calls over real HTTP, but the
+percentiles per provider, and ends with a small strategy comparison (raw SDK non-streaming
+vs latencykit, planner off vs on: TTFT P50/P99 and the speed-up). Every number comes from real SDK calls over real HTTP, but the
 server is the emulator, so the latencies are **emulated** and labelled so.
 """
 
@@ -111,8 +112,15 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.0f}"
 
 
-def run_demo(*, conversations: int = 2, parallel: int = 8, seed: int = 0, console: Console | None = None) -> Recorder:
-    """Run the demo workload against an embedded emulator and print the tables; returns the Recorder."""
+def run_demo(
+    *, conversations: int = 2, parallel: int = 8, seed: int = 0, console: Console | None = None, compare: bool = True
+) -> Recorder:
+    """Run the demo workload against an embedded emulator and print the tables; returns the Recorder.
+
+    With ``compare`` (the default) it ends with the strategy comparison of `demo_comparison`: the
+    raw SDK's non-streaming ``create()`` against latencykit with its planner off and on (a few
+    seconds more, against an emulator of its own).
+    """
     console = console or Console()
     recorder = Recorder()
     started = time.perf_counter()
@@ -134,6 +142,10 @@ def run_demo(*, conversations: int = 2, parallel: int = 8, seed: int = 0, consol
         f"{time.perf_counter() - started:.1f} s wall."
     )
     console.print(str(recorder.cache_report()))
+    if compare:
+        from ._strategies import demo_comparison
+
+        demo_comparison(console=console, seed=seed)
     console.print(
         "[bold]These latencies are emulated[/bold] by the local emulator's timing model; point the same "
         "clients at a real provider or a vLLM server to measure real ones."
