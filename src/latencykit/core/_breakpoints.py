@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ._cache_facts import LOOKBACK_BLOCKS, MAX_MARKERS
-from ._segments import Shape
+from ._segments import SegmentPrint, Shape
 
 __all__ = ["BreakpointPlanner", "MarkerPlan", "PlanContext", "Strategy", "apply_markers", "plan_markers"]
 
@@ -73,8 +73,7 @@ class BreakpointPlanner:
         if "tools" in dyn:
             return []
         wanted: list[int] = []
-        spans = {seg.name: (seg.first_block, seg.first_block + len(seg.blocks)) for seg in shape.segments}
-        tools, system = spans.get("tools"), spans.get("system")
+        tools, system = _span(shape.segment("tools")), _span(shape.segment("system"))
         if tools is not None:
             wanted.append(tools[1] - 1)
         if system is not None:
@@ -82,7 +81,7 @@ class BreakpointPlanner:
             if mark is not None:
                 wanted.append(mark)
         if "system" not in dyn:
-            message = self._message_marker(shape, dyn, spans)
+            message = self._message_marker(shape, dyn)
             if message is not None:
                 wanted.append(message)
                 cached = max((p for p in ctx.written if p < message), default=None)
@@ -96,23 +95,30 @@ class BreakpointPlanner:
         return keep
 
     @staticmethod
-    def _message_marker(shape: Shape, dyn: Mapping[str, int], spans: Mapping[str, tuple[int, int]]) -> Optional[int]:
-        first = min((start for name, (start, _) in spans.items() if name.startswith("message")), default=None)
-        if first is None:
+    def _message_marker(shape: Shape, dyn: Mapping[str, int]) -> Optional[int]:
+        messages = shape.message_segments
+        if not messages:
             return None
-        boundary = min(
-            (min(start + dyn[name], end) for name, (start, end) in spans.items() if name.startswith("message") and name in dyn),
-            default=None,
-        )
-        if boundary is not None:
-            return _last_markable(shape, range(first, boundary))
-        newest = spans.get(f"message {shape.messages - 1}")
+        first = messages[0].first_block
+        bounds = [
+            min(span[0] + dyn[name], span[1])
+            for name in dyn
+            if name.startswith("message") and (span := _span(shape.segment(name))) is not None
+        ]
+        if bounds:
+            return _last_markable(shape, range(first, min(bounds)))
+        newest = _span(shape.segment(f"message {shape.messages - 1}"))
         if shape.messages > 1 and newest is not None:
             return _last_markable(shape, range(*newest))
         return None
 
     def __repr__(self) -> str:
         return f"BreakpointPlanner(lookback={self.lookback})"
+
+
+def _span(seg: Optional[SegmentPrint]) -> Optional[tuple[int, int]]:
+    """``(first block, end)`` of a segment in `Shape.blocks`, ``None`` when absent."""
+    return None if seg is None else (seg.first_block, seg.first_block + len(seg.blocks))
 
 
 def _last_markable(shape: Shape, indices: Sequence[int]) -> Optional[int]:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from ._segments import CHUNK_CHARS, SegmentPrint, Shape
+from ._segments import CHUNK_CHARS, SegmentPrint, Shape, message_segments
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,11 +96,25 @@ def _first_difference(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> int:
     return next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
 
 
-def diff(previous: tuple[SegmentPrint, ...], shape: Shape, prints: Optional[Prints] = None) -> Optional[Change]:
-    """The first segment of ``shape`` that differs from ``previous`` (a pure extension is no change)."""
-    before = {s.name: s for s in previous}
-    for seg in shape.segments:
-        old = before.get(seg.name)
+def diff(
+    previous: tuple[SegmentPrint, ...],
+    shape: Shape,
+    prints: Optional[Prints] = None,
+    text: Optional[Callable[[int], str]] = None,
+) -> Optional[Change]:
+    """The first segment of ``shape`` that differs from ``previous`` (a pure extension is no change).
+
+    ``text(i)`` (block ``i``'s canonical text) makes the changed block's prints when they
+    are not kept yet.
+    """
+    before: Optional[dict[str, SegmentPrint]] = None
+    for k, seg in enumerate(shape.segments):
+        # Segments usually sit where they sat in the previous call: compare by position first.
+        old: Optional[SegmentPrint] = previous[k] if k < len(previous) else None
+        if old is None or old.name != seg.name:
+            if before is None:
+                before = {s.name: s for s in previous}
+            old = before.get(seg.name)
         if old is None:
             if seg.name in _LEARNABLE and any(s.name.startswith("message") for s in previous):
                 return Change(seg.name, 0, seg.first_block)
@@ -110,6 +124,8 @@ def diff(previous: tuple[SegmentPrint, ...], shape: Shape, prints: Optional[Prin
         j = _first_difference(old.blocks, seg.blocks)
         offset = sum(seg.sizes[:j])
         if j < len(old.blocks) and j < len(seg.blocks):
+            if prints is not None and text is not None and old.blocks[j] in prints and seg.blocks[j] not in prints:
+                prints.put(seg.blocks[j], shape._fp.chunks(text(seg.first_block + j)))
             offset += _offset_in_block(prints, old.blocks[j], seg.blocks[j], min(old.sizes[j], seg.sizes[j]))
         return Change(seg.name, offset, seg.first_block, min(j, max(len(seg.blocks) - 1, 0)))
     return None
@@ -126,8 +142,7 @@ def _offset_in_block(prints: Optional[Prints], old: bytes, new: bytes, shorter: 
     return int(differing[0]) * CHUNK_CHARS if len(differing) else min(n * CHUNK_CHARS, shorter)
 
 
-def _messages(segments: tuple[SegmentPrint, ...]) -> list[SegmentPrint]:
-    return [s for s in segments if s.name.startswith("message")]
+_messages = message_segments
 
 
 def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position]:
@@ -172,6 +187,8 @@ class Learned:
     """Segments that change from call to call → index of their first changing block (messages included)."""
     newly_dynamic: Optional[Change] = None
     previous_marked: int = -1
+    unprinted: tuple[int, ...] = ()
+    """Blocks whose chunk prints `Families.marked` is to make (``observe(defer_prints=True)``)."""
 
 
 class Families:
@@ -183,14 +200,21 @@ class Families:
         self._states: OrderedDict[bytes, FamilyState] = OrderedDict()
         self._lock = threading.Lock()
 
-    def observe(self, shape: Shape, text: Optional[Callable[[int], str]] = None) -> Learned:
+    def observe(self, shape: Shape, text: Optional[Callable[[int], str]] = None, *, defer_prints: bool = False) -> Learned:
         """Compare ``shape`` with the family's previous call, update what is learned, remember it.
 
         ``text(i)`` gives block ``i``'s canonical text; it is asked only for blocks whose
-        chunk prints are not kept yet (none at all in a steady family).
+        chunk prints are not kept yet (none at all in a steady family). With
+        ``defer_prints`` the new blocks are only listed (`Learned.unprinted`), and
+        `marked` makes the prints of those a later call can be told about: the blocks
+        up to the furthest marker, and tools and system.
         """
+        unprinted: tuple[int, ...] = ()
         if text is not None:
-            self._print_new_blocks(shape, text)
+            unprinted = self._new_blocks(shape)
+            if not defer_prints:
+                self._print(shape, text, unprinted)
+                unprinted = ()
         with self._lock:
             state = self._states.get(shape.family)
             if state is None:
@@ -198,7 +222,7 @@ class Families:
                 while len(self._states) > self.capacity:
                     self._states.popitem(last=False)
             self._states.move_to_end(shape.family)
-            change = diff(state.last, shape, self.prints) if state.last else None
+            change = diff(state.last, shape, self.prints, text) if state.last else None
             newly: Optional[Change] = None
             for name in _LEARNABLE:
                 if change is not None and change.segment == name:
@@ -225,23 +249,40 @@ class Families:
             messages = _messages(shape.segments)
             if where is not None and where[0] < len(messages):
                 dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
-        return Learned(change, dynamic, newly, previous)
+        return Learned(change, dynamic, newly, previous, unprinted)
 
-    def _print_new_blocks(self, shape: Shape, text: Callable[[int], str]) -> None:
+    def _new_blocks(self, shape: Shape) -> tuple[int, ...]:
+        """Blocks whose prints are not kept yet (those of a segment learned dynamic only once they repeat)."""
         prints = self.prints
         state = self._states.get(shape.family)  # read without the lock: a stale view costs a recomputation
         dynamic = state.dynamic if state is not None else {}
         seen = {d for s in state.last for d in s.blocks} if state is not None and dynamic else set()
-        fp = shape._fp
-        for i, block in enumerate(shape.blocks):
-            digest = block.digest
-            # Blocks of a segment learned dynamic get prints only once they repeat.
-            if digest not in prints and (block.segment not in dynamic or digest in seen):
-                prints.put(digest, fp.chunks(text(i)))
+        kept, older = prints._new, prints._old
+        return tuple([
+            i for i, block in enumerate(shape.blocks)
+            if block.digest not in kept and block.digest not in older and (block.segment not in dynamic or block.digest in seen)
+        ])  # fmt: skip
 
-    def marked(self, shape: Shape, furthest: int) -> None:
-        """Remember the furthest block this call marked (for explaining the next call's misses)."""
+    def _print(self, shape: Shape, text: Callable[[int], str], indices: Sequence[int]) -> None:
+        prints, blocks, chunks = self.prints, shape.blocks, shape._fp.chunks
+        for i in indices:
+            digest = blocks[i].digest
+            if digest not in prints:
+                prints.put(digest, chunks(text(i)))
+
+    def marked(
+        self, shape: Shape, furthest: int, learned: Optional[Learned] = None, text: Optional[Callable[[int], str]] = None
+    ) -> None:
+        """Remember the furthest block this call marked (for explaining the next call's misses).
+
+        With the `Learned` of ``observe(defer_prints=True)`` and ``text``, make the prints a
+        later call can be told about: a change is explained (`Change.offset`) only before
+        the previous call's furthest marker, or in tools and system (dynamic content).
+        """
         with self._lock:
             state = self._states.get(shape.family)
             if state is not None:
                 state.last_marked = furthest
+        if learned is not None and learned.unprinted and text is not None:
+            upto = max(furthest, shape.segments_start - 1)
+            self._print(shape, text, [i for i in learned.unprinted if i <= upto])

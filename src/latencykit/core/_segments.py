@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Block", "Fingerprinter", "SegmentPrint", "Shape", "Unsupported", "parse", "resolve", "texts", "CHUNK_CHARS",
-    "MAX_CHUNKS", "marker_ttl", "is_markable",
+    "MAX_CHUNKS", "marker_ttl", "is_markable", "message_segments",
 ]  # fmt: skip
 
 CHUNK_CHARS = 16
@@ -93,6 +93,8 @@ class Fingerprinter:
         self._key = hashlib.blake2b(bytes(secret), digest_size=32).digest()
         self._blocks = _Memo(MEMO_SIZE)
         self._links = _Memo(MEMO_SIZE)
+        self._chains = _Memo(256)
+        """Per (family, api, model, salt, context): the last request's block digests and prefix chain."""
         self._mix: Any = None
 
     def digest(self, *parts: bytes, size: int = 16) -> bytes:
@@ -194,22 +196,80 @@ class Shape:
     _fp: Fingerprinter = field(default_factory=lambda: Fingerprinter(b"-"), repr=False, compare=False)
 
     def prefixes(self, salt: str = "") -> tuple[bytes, ...]:
-        """Cumulative fingerprint of the prefix ending at each block (``salt``: e.g. a ``prompt_cache_key``)."""
-        link = self._fp.link
-        state = self._fp.digest(self.api.encode(), self.model.encode(), salt.encode())
-        out = []
-        first_message = True
-        for block in self.blocks:
-            if first_message and block.segment.startswith("message"):
+        """Cumulative fingerprint of the prefix ending at each block (``salt``: e.g. a ``prompt_cache_key``).
+
+        The chain of the family's previous request with the same model, salt and context is reused
+        up to the first block that differs, so a call costs one comparison per block plus
+        one keyed digest per new block.
+        """
+        fp = self._fp
+        head = (self.family, self.api, self.model, salt, self.context)
+        digests = tuple([b.digest for b in self.blocks])
+        first = self.segments_start  # index in `blocks` of the first message block
+        known = fp._chains.get(head)
+        if known is not None and known[0] == digests:
+            return known[1]
+        link = fp.link
+        out: list[bytes] = []
+        start = 0
+        if known is not None:
+            old_digests, old_states = known
+            n = min(len(old_digests), len(digests))
+            while start < n and old_digests[start] == digests[start]:
+                start += 1
+            out.extend(old_states[:start])
+        if start:
+            state = out[-1]
+        else:
+            state = fp.digest(self.api.encode(), self.model.encode(), salt.encode())
+        for i in range(start, len(digests)):
+            if i == first:
                 state = link(state, self.context)
-                first_message = False
-            state = link(state, block.digest)
+            state = link(state, digests[i])
             out.append(state)
-        return tuple(out)
+        states = tuple(out)
+        fp._chains.put(head, (digests, states))
+        return states
+
+    @property
+    def segments_start(self) -> int:
+        """Index in `blocks` of the first message block (``len(blocks)`` when there is none)."""
+        for seg in self.segments:
+            if seg.name.startswith("message"):
+                return seg.first_block
+        return len(self.blocks)
 
     def segment(self, name: str) -> Optional[SegmentPrint]:
         """The print of segment ``name``, if the request has it."""
-        return next((s for s in self.segments if s.name == name), None)
+        if name.startswith("message"):
+            return self._segment_map.get(name)
+        for seg in self.segments:
+            if seg.name == name:
+                return seg
+            if seg.name.startswith("message"):
+                break
+        return None
+
+    @property
+    def message_segments(self) -> tuple[SegmentPrint, ...]:
+        """The segments of the messages (input items), in order; they come last."""
+        return message_segments(self.segments)
+
+    @property
+    def _segment_map(self) -> dict[str, SegmentPrint]:
+        found: Optional[dict[str, SegmentPrint]] = self.__dict__.get("_segmap")
+        if found is None:
+            found = {s.name: s for s in self.segments}
+            object.__setattr__(self, "_segmap", found)
+        return found
+
+
+def message_segments(segments: tuple[SegmentPrint, ...]) -> tuple[SegmentPrint, ...]:
+    """The message segments of ``segments`` (a `Shape.segments`): they come after model, tools and system."""
+    for k, seg in enumerate(segments):
+        if seg.name.startswith("message"):
+            return segments[k:]
+    return ()
 
 
 def _dump(value: Any) -> Any:
@@ -323,16 +383,11 @@ class _Builder:
         self.markers: list[tuple[int, str]] = []
         self.chars = 0
         self.fixed = PER_REQUEST_TOKENS
-        self.done: list[SegmentPrint] = []
         self._name = ""
+        self._starts: list[tuple[str, int]] = []
+        """``(segment name, index of its first block)``, one per segment, in order."""
         self._digests: list[bytes] = []
         self._sizes: list[int] = []
-
-    def _close(self) -> None:
-        if self._digests:
-            start = len(self.blocks) - len(self._digests)
-            self.done.append(SegmentPrint(self._name, tuple(self._digests), start, tuple(self._sizes)))
-            self._digests, self._sizes = [], []
 
     def add(self, name: str, path: tuple[Any, ...], raw: Any, tag: tuple[Any, ...], markable: Optional[bool] = None) -> _Info:
         kind = type(raw)
@@ -362,7 +417,7 @@ class _Builder:
         if marker is not None:
             self.markers.append((len(self.blocks), marker))
         if name != self._name:
-            self._close()
+            self._starts.append((name, len(self.blocks)))
             self._name = name
         self._digests.append(info.digest)
         self._sizes.append(info.length)
@@ -374,8 +429,10 @@ class _Builder:
 
     def segments(self) -> list[SegmentPrint]:
         """The blocks grouped into segments (consecutive blocks with the same segment name)."""
-        self._close()
-        return self.done
+        digests, sizes, starts = self._digests, self._sizes, self._starts
+        ends = [start for _, start in starts[1:]]
+        ends.append(len(digests))
+        return [SegmentPrint(name, tuple(digests[a:b]), a, tuple(sizes[a:b])) for (name, a), b in zip(starts, ends)]
 
 
 def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:

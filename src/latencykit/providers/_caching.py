@@ -111,17 +111,21 @@ class CachePolicy:
         except Unsupported as exc:
             logger.debug("latencykit: not planning the prompt cache for this request (%s)", exc)
             return kwargs, None
-        learned = self._families.observe(shape, texts(api, kwargs, shape))
+        text = texts(api, kwargs, shape)
+        learned = self._families.observe(shape, text, defer_prints=True)
         if learned.newly_dynamic is not None:
             _warn_dynamic(learned.newly_dynamic)
         now = self.clock()
         if api == "messages":
-            return self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
-        return self._plan_openai(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+            sent, finish, furthest = self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+        else:
+            sent, finish, furthest = self._plan_openai(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+        self._families.marked(shape, furthest, learned, text)
+        return sent, finish
 
     def _plan_anthropic(
         self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
-    ) -> tuple[dict[str, Any], Finish]:
+    ) -> tuple[dict[str, Any], Finish, int]:
         prefixes = shape.prefixes()
         states = self.ledger.states(prefixes, now)
         mins = min_cacheable_tokens(shape.model, self.min_tokens)
@@ -138,7 +142,6 @@ class CachePolicy:
             shape, states, plan.markers, mins, change=change, previous_marked=previous, limited=plan.limited
         )
         marked = [p for p, _ in plan.markers if shape.blocks[p].prefix_tokens >= mins]
-        self._families.marked(shape, max(marked, default=-1))
         if self.diagnostics and not given(kwargs.get("diagnostics")):
             sent = {**sent, "diagnostics": {"previous_message_id": self._last_message_id.get(shape.family)}}
 
@@ -152,11 +155,11 @@ class CachePolicy:
                     if shape.blocks[p].prefix_tokens >= mins:
                         self.ledger.write(prefixes[p], ttl_seconds(ttl), at)
 
-        return sent, finish
+        return sent, finish, max(marked, default=-1)
 
     def _plan_openai(
         self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
-    ) -> tuple[dict[str, Any], Finish]:
+    ) -> tuple[dict[str, Any], Finish, int]:
         key = kwargs.get("prompt_cache_key")
         sent = kwargs
         # Below OpenAI's 1,024-token minimum nothing is cached, so a key could only change the
@@ -168,7 +171,6 @@ class CachePolicy:
         prefixes = shape.prefixes(key if isinstance(key, str) else "")
         exp = expect_openai(shape, self.ledger.states(prefixes, now), change=change, previous_marked=previous)
         eligible = [i for i, b in enumerate(shape.blocks) if b.prefix_tokens >= OPENAI_MIN_TOKENS]
-        self._families.marked(shape, max(eligible, default=-1))
 
         def finish(rec: CallRecord) -> None:
             self._verify(rec, exp, implicit=True)
@@ -177,7 +179,7 @@ class CachePolicy:
                 for i in eligible:
                     self.ledger.write(prefixes[i], OPENAI_TTL_SECONDS, at)
 
-        return sent, finish
+        return sent, finish, max(eligible, default=-1)
 
     def derived_key(self, shape: Shape, dynamic: Mapping[str, int]) -> Optional[str]:
         """``lk-`` + a keyed digest of the model and the static prefix, or ``None``.

@@ -117,7 +117,20 @@ EVENT_FIRST_TOKEN = "latencykit.first_token"
 EVENT_CACHE_MISS = "latencykit.cache.unexpected_miss"
 
 
+_CHOSEN: dict[str, SemConv] = {}
+"""The generation for each value of the opt-in variable seen (a handful at most)."""
+
+
 def semconv(env: Optional[str] = None) -> SemConv:
-    """The generation selected by ``OTEL_SEMCONV_STABILITY_OPT_IN`` (or by ``env`` when given)."""
+    """The generation selected by ``OTEL_SEMCONV_STABILITY_OPT_IN`` (or by ``env`` when given).
+
+    Read on every call (a process may set the variable after creating clients); the value is
+    parsed once.
+    """
     value = os.environ.get(OPT_IN_ENV, "") if env is None else env
-    return LATEST_GENAI if LATEST in {v.strip() for v in value.split(",")} else V1_41
+    chosen = _CHOSEN.get(value)
+    if chosen is None:
+        chosen = LATEST_GENAI if LATEST in {v.strip() for v in value.split(",")} else V1_41
+        if len(_CHOSEN) < 64:
+            _CHOSEN[value] = chosen
+    return chosen

@@ -173,6 +173,23 @@ class PercentileSketch:
 
     def add_many(self, values: npt.ArrayLike) -> None:
         """Add an array of values (>= 0, finite) in one vectorized pass; all or nothing."""
+        if type(values) is list and len(values) < _PENDING:
+            # A call's few hundred gaps: numpy's fixed cost per call (~30 µs) would dominate,
+            # so they join the scalar buffer, checked here in one pass.
+            try:
+                if not all(0.0 <= v < math.inf for v in values):  # NaN fails the comparison
+                    i = next(k for k, v in enumerate(values) if not 0.0 <= v < math.inf)
+                    raise ValueError(f"values must be finite and >= 0, got {values[i]!r} at index {i}")
+                buffered = [float(v) for v in values]
+            except TypeError:
+                pass  # not plain numbers: numpy converts them (or says why not) below
+            else:
+                with self._lock:
+                    pending = self._pending
+                    pending.extend(buffered)
+                    if len(pending) >= _PENDING:
+                        self._flush()
+                return
         arr = np.asarray(values, dtype=np.float64).ravel()
         if arr.size == 0:
             return
