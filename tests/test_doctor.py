@@ -203,3 +203,93 @@ def test_cli_doctor_prints_findings(vllm_emu: Emulator, capsys: pytest.CaptureFi
         main(["doctor", "--url", f"http://127.0.0.1:{port}", "--duration", "0.1"])
     assert exit_info.value.code == 1
     assert "cannot scrape" in capsys.readouterr().err
+
+
+# -- llama.cpp slot queueing from the client's own records (no scrape caught the deferral) --------
+
+LLAMA_PAGE = "llamacpp:requests_processing 0\nllamacpp:requests_deferred 0\nllamacpp:prompt_tokens_total 0\n"
+
+
+def _llama_call(start: float, ttft: float, e2e: float, server_ttft: float = 0.012) -> Any:
+    from latencykit import CallRecord
+
+    return CallRecord(
+        "openai", "chat", "tiny", started_at=start, ttft=ttft, e2e=e2e,
+        extra={"server": "llamacpp", "server_ttft": server_ttft},
+    )  # fmt: skip
+
+
+def _llama_window(t0: float, t1: float) -> MetricsWindow:
+    return MetricsWindow([Scrape.parse(LLAMA_PAGE, at=0.0, wall=t0), Scrape.parse(LLAMA_PAGE, at=t1 - t0, wall=t1)])
+
+
+def _four_on_two(t0: float = 1000.0) -> list[Any]:
+    """4 streams at once on 2 slots (as measured on a real llama-server): two start at once, the
+    other two get their first token when a slot frees, 0.6 s later; prompt_ms stays ~12 ms."""
+    return [
+        _llama_call(t0, 0.02, 0.62), _llama_call(t0 + 0.001, 0.02, 0.63),
+        _llama_call(t0 + 0.002, 0.64, 1.24), _llama_call(t0 + 0.003, 0.65, 1.25),
+    ]  # fmt: skip
+
+
+def test_slot_queue_from_records_when_scrapes_missed_the_deferral() -> None:
+    """More calls open than slots, the late ones' TTFT above prompt_ms: queue pressure, not time outside."""
+    records = _four_on_two()
+    d = diagnose(_llama_window(999.0, 1002.0), records, capacity=2)
+    assert d.kinds == ("queue_pressure",), str(d)
+    ev = d.findings[0].evidence
+    assert ev["server_slots"] == 2 and ev["client_calls_in_flight_max"] == 4
+    assert ev["client_calls_waited_for_slot"] == 2 and ev["client_slot_wait_mean_s"] == pytest.approx(0.62, abs=0.01)
+    assert d.client["calls_waited_for_slot"] == 2
+    assert "-np" in d.findings[0].advice
+    q = lkv.slot_queue(records, 2)
+    assert q is not None and len(q.contended) == 4 and len(q.waited) == 2
+
+
+def test_no_slot_queue_without_over_subscription() -> None:
+    """The same records on a 4-slot server are not a slot queue: the gap is time outside the engine.
+    Unknown slot count: no claim either way from the records."""
+    records = _four_on_two()
+    d = diagnose(_llama_window(999.0, 1002.0), records, capacity=4)
+    assert "queue_pressure" not in d.kinds and "time_outside_engine" in d.kinds, str(d)
+    assert lkv.slot_queue(records, None) is None
+    assert "queue_pressure" not in diagnose(_llama_window(999.0, 1002.0), records).kinds
+    # one call at a time, each slow to its first token: never contended, even on one slot
+    serial = [_llama_call(1000.0 + 2 * i, 0.5, 1.0) for i in range(4)]
+    d1 = diagnose(_llama_window(999.0, 1010.0), serial, capacity=1)
+    assert d1.kinds == ("time_outside_engine",), str(d1)
+    with pytest.raises(ValueError, match="capacity"):
+        diagnose(_llama_window(999.0, 1002.0), records, capacity=0)
+
+
+def test_outside_time_still_seen_on_calls_that_had_a_slot() -> None:
+    """Queueing does not hide a slow path: calls that never waited for a slot still count."""
+    t0 = 1000.0
+    queued = [_llama_call(t0 + 0.001 * i, 0.02 if i < 2 else 0.64, 0.62 if i < 2 else 1.24) for i in range(4)]
+    slow_alone = [_llama_call(t0 + 5 + 2 * i, 0.8, 1.2) for i in range(4)]
+    d = diagnose(_llama_window(999.0, 1015.0), queued + slow_alone, capacity=2)
+    assert "queue_pressure" in d.kinds and "time_outside_engine" in d.kinds, str(d)
+
+
+def test_sampling_thread_scrapes_while_the_caller_blocks(vllm_emu: Emulator) -> None:
+    """``Doctor.sampling`` scrapes from its own thread: a blocked caller (or event loop) does not starve it."""
+    import time
+
+    doc = Doctor(vllm_emu.base_url)
+    with doc.sampling(0.02):
+        time.sleep(0.4)  # what a busy event loop looks like to an asyncio sampler
+    assert len(doc.scrapes) >= 5 and doc.scrape_errors == 0
+    assert doc.capacity is None  # not llama.cpp: no /slots asked
+    with pytest.raises(ValueError, match="interval"):
+        with doc.sampling(0):
+            pass
+    with pytest.raises(ValueError, match="capacity"):
+        Doctor(vllm_emu.base_url, capacity=True)  # type: ignore[arg-type]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    bad = Doctor(dead, timeout=0.5)
+    with bad.sampling(0.05):
+        time.sleep(0.1)
+    assert bad.scrape_errors >= 1 and not bad.scrapes
+    assert lkv.fetch_slots(dead, timeout=0.5) is None

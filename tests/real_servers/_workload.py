@@ -66,3 +66,16 @@ def cold_warm(client: Any, count: Callable[[str], int], target: int, reps: int =
         "median_ratio": round(cold_ttft / warm_ttft, 2),
         "ratio": round(min(r.ttft for r in cold if r.ttft is not None) / min(r.ttft for r in warm if r.ttft is not None), 2),
     }  # fmt: skip
+
+
+def timeline(records: list[CallRecord], scrapes: Any) -> dict[str, Any]:
+    """When each call started, got its first token and ended, and when each scrape was taken
+    (seconds from the first call's start): what to read when a doctor test fails."""
+    t0 = min(r.started_at for r in records)
+    calls = [
+        {"start": round(r.started_at - t0, 3), "first_token": round(r.started_at + (r.ttft or 0) - t0, 3),
+         "end": round(r.started_at + (r.e2e or 0) - t0, 3), "server_ttft": r.extra.get("server_ttft")}
+        for r in sorted(records, key=lambda r: r.started_at)
+    ]  # fmt: skip
+    waits = [(s.wall - t0, s.gauge("waiting"), s.gauge("running")) for s in scrapes]
+    return {"calls": calls, "scrapes": [(round(t, 2), w, r) for t, w, r in waits]}

@@ -13,7 +13,7 @@ from latencykit.llamacpp import AsyncLlamaCpp, LlamaCpp
 from latencykit.vllm import Doctor, MetricsWindow
 
 from .conftest import REPORT, Server
-from ._workload import IGNORE_EOS, chat, cold_warm
+from ._workload import IGNORE_EOS, chat, cold_warm, timeline
 
 HELLO = [{"role": "user", "content": "Hello there"}]
 
@@ -112,18 +112,15 @@ def test_metrics_counters_match_the_records_and_slots_are_read(client: LlamaCpp)
     assert all("n_ctx" in s and "is_processing" in s for s in slots)
 
 
-async def _sample(doc: Doctor, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        await doc.ascrape()
-        await asyncio.sleep(0.1)
-
-
 async def test_doctor_reports_the_queue_when_streams_outnumber_slots(llama_server: Server) -> None:
-    """4 concurrent streams on 2 slots: requests are deferred, and the doctor names queue pressure."""
+    """4 concurrent streams on 2 slots: two wait for a slot, and the doctor names queue pressure.
+
+    llama-server's deferred-requests gauge is up only while a request waits (~0.5 s here), so
+    scrapes can miss it; the doctor also reads the wait from the client's own records against
+    the slot count from /slots (prompt_ms starts when a slot takes the request).
+    """
     client = AsyncLlamaCpp(llama_server.url, max_retries=0)
     doc = Doctor(llama_server.url, records=client.latency, window=600)
-    stop = asyncio.Event()
-    sampler = asyncio.create_task(_sample(doc, stop))
 
     async def one(i: int) -> Any:
         stream = await client.chat.completions.create(
@@ -132,13 +129,15 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_slots(llama_serve
         async for _ in stream:
             pass
 
-    await asyncio.gather(*(one(i) for i in range(4)))
-    stop.set()
-    await sampler
-    await doc.ascrape()
+    with doc.sampling(0.1):
+        await asyncio.gather(*(one(i) for i in range(4)))
     diagnosis = doc.diagnose()
     REPORT["llama_doctor_4_streams_2_slots"] = str(diagnosis)
+    REPORT["llama_doctor_client"] = diagnosis.client
+    REPORT["llama_doctor_timeline"] = timeline(list(client.latency.calls), doc.scrapes)
     await client.close()
+    assert doc.capacity == 2, "slot count read from /slots"
+    assert all(r.outcome == "completed" and r.output_tokens == 600 for r in client.latency.calls)
     assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
     assert "time_outside_engine" not in diagnosis.kinds, "the wait for a slot is inside the server"
-    assert all(r.outcome == "completed" and r.output_tokens == 600 for r in client.latency.calls)
+    assert diagnosis.client["calls_waited_for_slot"] >= 1, diagnosis.client

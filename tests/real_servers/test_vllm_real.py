@@ -13,7 +13,7 @@ from openai.types.chat import ChatCompletion
 from latencykit.vllm import VLLM, AsyncVLLM, Doctor, MetricsWindow, anthropic_client
 
 from .conftest import MAX_NUM_SEQS, REPORT, Server
-from ._workload import IGNORE_EOS, chat, cold_warm
+from ._workload import IGNORE_EOS, chat, cold_warm, timeline
 
 HELLO = [{"role": "user", "content": "Hello there"}]
 
@@ -126,20 +126,11 @@ def test_anthropic_client_against_messages_endpoint(vllm_server: Server) -> None
     assert rec.output_tokens == msg.usage.output_tokens > 0
 
 
-async def _sample(doc: Doctor, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        await doc.ascrape()
-        await asyncio.sleep(0.1)
-
-
-async def test_doctor_reports_the_queue_when_streams_outnumber_max_num_seqs(vllm_server: Server) -> None:
-    """6 concurrent streams on --max-num-seqs 2: requests wait with KV headroom, the doctor says queue pressure."""
-    client = AsyncVLLM(vllm_server.url, max_retries=0)
+async def _six_streams(url: str) -> tuple[Any, Any]:
+    """6 concurrent 400-token streams, the Doctor sampling from its own thread meanwhile."""
+    client = AsyncVLLM(url, max_retries=0)
     assert await client.detect_model() == "tiny"
-    doc = Doctor(vllm_server.url, records=client.latency, window=600)
-    await doc.ascrape()
-    stop = asyncio.Event()
-    sampler = asyncio.create_task(_sample(doc, stop))
+    doc = Doctor(url, records=client.latency, window=600)
 
     async def one(i: int) -> Any:
         stream = await client.chat.completions.create(
@@ -148,14 +139,43 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_max_num_seqs(vllm
         async for _ in stream:
             pass
 
-    await asyncio.gather(*(one(i) for i in range(3 * MAX_NUM_SEQS)))
-    stop.set()
-    await sampler
-    await doc.ascrape()
-    diagnosis = doc.diagnose()
-    REPORT["vllm_doctor_6_streams_max_num_seqs_2"] = str(diagnosis)
-    REPORT["vllm_doctor_window"] = diagnosis.window
-    await client.close()
-    assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
-    assert "kv_cache_pressure" not in diagnosis.kinds
+    try:
+        with doc.sampling(0.1):
+            await asyncio.gather(*(one(i) for i in range(3 * MAX_NUM_SEQS)))
+    finally:
+        await client.close()
     assert all(r.outcome == "completed" and r.output_tokens == 400 for r in client.latency.calls)
+    return doc, client
+
+
+async def test_doctor_reports_the_queue_when_streams_outnumber_max_num_seqs(vllm_server: Server) -> None:
+    """6 concurrent streams on --max-num-seqs 2: requests wait with KV headroom, the doctor says queue pressure.
+
+    Sampled from the Doctor's own thread: an asyncio sampler on the loop that reads six streams
+    was starved on 2 shared cores (5 scrapes in 11 s, none while requests waited).
+
+    On 2 shared cores vLLM's API process sometimes hands the engine one request at a time
+    (measured: ~8 s before the prompt reached the engine, engine queue time 0, engine TTFT
+    7 ms): the engine never held more than max-num-seqs requests, so there was no engine
+    queue, and the doctor must not claim one. Every round's verdict is checked against the
+    engine's own queue-time histogram; up to 3 rounds are run until one over-subscribes the
+    engine, and that one must be diagnosed as queue pressure.
+    """
+    rounds: list[dict[str, Any]] = []
+    for _ in range(3):
+        doc, client = await _six_streams(vllm_server.url)
+        diagnosis = doc.diagnose()
+        queued = diagnosis.window["server_queue_time_mean_s"] or 0.0
+        rounds.append({
+            "kinds": diagnosis.kinds, "text": str(diagnosis), "window": diagnosis.window,
+            "timeline": timeline(list(client.latency.calls), doc.scrapes),
+        })  # fmt: skip
+        REPORT["vllm_doctor_6_streams_max_num_seqs_2"] = rounds
+        assert "kv_cache_pressure" not in diagnosis.kinds, str(diagnosis)
+        if queued >= 0.1 or (diagnosis.window["waiting_max"] or 0) >= 1:
+            assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
+            return
+        # The engine saw no queue: the doctor says so, and names the time lost before it.
+        assert "queue_pressure" not in diagnosis.kinds, str(diagnosis)
+        assert "time_outside_engine" in diagnosis.kinds, str(diagnosis)
+    pytest.fail(f"3 rounds of 6 streams never over-subscribed the engine: {rounds}", pytrace=False)

@@ -12,15 +12,15 @@ print(lkv.doctor("http://127.0.0.1:8000", records=client.latency))  # what limit
 What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
 `AsyncLlamaCpp`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
 `Histogram`; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
-`doctor`, `Diagnosis`, `Finding`, `Thresholds`). It imports the core, the providers and
+`doctor`, `Diagnosis`, `Finding`, `Thresholds`, `slot_queue`). It imports the core, the providers and
 the telemetry Recorder, never the emulator or the bench. See ``docs/self-hosted.md``.
 """
 
 from __future__ import annotations
 
 from ._clients import VLLM, AsyncLlamaCpp, AsyncVLLM, LlamaCpp, anthropic_client, async_anthropic_client
-from ._doctor import Doctor, adoctor, doctor, fetch_metrics, metrics_url
-from ._findings import KINDS, Diagnosis, Finding, Thresholds, diagnose
+from ._doctor import Doctor, adoctor, doctor, fetch_metrics, fetch_slots, metrics_url
+from ._findings import KINDS, Diagnosis, Finding, SlotQueue, Thresholds, diagnose, slot_queue
 from ._metrics import Histogram, Scrape, parse_metrics
 from ._window import MetricsWindow
 
@@ -36,11 +36,14 @@ __all__ = [
     "MetricsWindow",
     "parse_metrics",
     "fetch_metrics",
+    "fetch_slots",
     "metrics_url",
     "Doctor",
     "doctor",
     "adoctor",
     "diagnose",
+    "slot_queue",
+    "SlotQueue",
     "Diagnosis",
     "Finding",
     "Thresholds",

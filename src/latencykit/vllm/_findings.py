@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..core._record import CallRecord
 from ._window import MetricsWindow
 
-__all__ = ["Diagnosis", "Finding", "Thresholds", "diagnose", "KINDS"]
+__all__ = ["Diagnosis", "Finding", "SlotQueue", "Thresholds", "diagnose", "slot_queue", "KINDS"]
 
 KINDS = (
     "kv_cache_pressure",
@@ -55,6 +55,10 @@ class Thresholds:
     """... and this many times the server's is time lost outside the engine."""
     min_calls: int = 3
     """Client records needed before comparing client and server TTFT."""
+    slot_wait: float = 0.1
+    """A call that waited this many seconds longer before its first token than the quickest call
+    did (client TTFT minus the server's own per-call TTFT, llama.cpp's ``prompt_ms``), while the
+    client had more calls open than the server has slots, waited for a slot."""
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
@@ -113,10 +117,70 @@ class Evidence:
     window: MetricsWindow
     records: tuple[CallRecord, ...]
     limits: Thresholds
+    capacity: Optional[int] = None
+    """Requests the server runs at once (llama-server's slots, vLLM's ``--max-num-seqs``), if known."""
 
     def summary(self) -> dict[str, Any]:
         """The window's figures."""
         return self.window.summary()
+
+
+@dataclass(frozen=True)
+class SlotQueue:
+    """What the client's own records say about waiting for a slot (see `slot_queue`)."""
+
+    capacity: int
+    in_flight_max: int
+    """The most of the client's calls open at once."""
+    contended: tuple[CallRecord, ...]
+    """Calls during whose wait for the first token more calls were open than the server has slots."""
+    waited: tuple[CallRecord, ...]
+    """Contended calls whose first token came ``slot_wait`` s or more later than the quickest call's
+    would have (beyond the server's own TTFT for the call)."""
+    wait_mean: Optional[float]
+    """Mean extra wait of the ``waited`` calls, seconds."""
+
+
+def _server_ttft(r: CallRecord) -> Optional[float]:
+    v = r.extra.get("server_ttft")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def slot_queue(records: Sequence[CallRecord], capacity: Optional[int], limits: Optional[Thresholds] = None) -> Optional[SlotQueue]:
+    """Queueing for a slot, read from the client's own records alone (scrapes can miss it).
+
+    Needs the server's slot count (``capacity``) and per-call server TTFT (llama.cpp's
+    ``timings.prompt_ms``, which starts when a slot takes the request): a call that waited for
+    a slot shows a client TTFT above the server's by more than the quickest call's margin. Only
+    calls during whose wait the client itself had more calls open than ``capacity`` count, so
+    a client that never over-subscribes the server is never said to queue. ``None`` when
+    ``capacity`` or per-call server TTFT is unknown.
+    """
+    lim = limits or Thresholds()
+    timed = [
+        r for r in records
+        if r.outcome == "completed" and r.ttft is not None and r.e2e is not None and _server_ttft(r) is not None
+    ]  # fmt: skip
+    if not capacity or capacity < 1 or not timed:
+        return None
+    spans = [(r.started_at, r.started_at + (r.e2e or 0.0)) for r in timed]
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    open_now = in_flight_max = 0
+    for _, step in events:
+        open_now += step
+        in_flight_max = max(in_flight_max, open_now)
+
+    def open_during(start: float, end: float) -> int:
+        # calls open at some instant of [start, end]: the most at one time, checked at each start
+        instants = [start] + [a for a, _ in spans if start < a <= end]
+        return max(sum(1 for a, b in spans if a <= t < b) for t in instants)
+
+    margins = {id(r): (r.ttft or 0.0) - (_server_ttft(r) or 0.0) for r in timed}
+    quickest = min(margins.values())
+    contended = tuple(r for r in timed if open_during(r.started_at, r.started_at + (r.ttft or 0.0)) > capacity)
+    waited = tuple(r for r in contended if margins[id(r)] - quickest >= lim.slot_wait)
+    mean = sum(margins[id(r)] - quickest for r in waited) / len(waited) if waited else None
+    return SlotQueue(capacity, in_flight_max, contended, waited, mean)
 
 
 Rule = Callable[[Evidence], Optional[Finding]]
@@ -153,7 +217,9 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     waiting = w.gauge_max("waiting")
     usage = w.gauge_max("kv_cache_usage")
     queued = w.mean("queue_time")
-    if (waiting is None or waiting < lim.waiting) and (queued is None or queued < lim.queue_time):
+    slots = slot_queue(ev.records, ev.capacity, lim)
+    client_saw = slots is not None and bool(slots.waited)
+    if (waiting is None or waiting < lim.waiting) and (queued is None or queued < lim.queue_time) and not client_saw:
         return None
     if (usage is not None and usage >= lim.kv_cache_high) or (w.preemptions or 0) > 0:
         return None  # that is memory pressure, reported above
@@ -168,6 +234,10 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
             "kv_cache_usage_max": usage,
             "server_queue_time_mean_s": queued,
             "server_queue_time_p95_s": w.quantile("queue_time", 0.95),
+            "server_slots": ev.capacity,
+            "client_calls_in_flight_max": slots.in_flight_max if slots else None,
+            "client_calls_waited_for_slot": len(slots.waited) if slots else None,
+            "client_slot_wait_mean_s": slots.wait_mean if slots else None,
         },
         (
             "All slots are busy and requests are deferred: start llama-server with more slots "
@@ -249,10 +319,11 @@ def _low_prefix_cache_hit_rate(ev: Evidence) -> Optional[Finding]:
     )
 
 
-def _client_server_ttft(ev: Evidence) -> tuple[Optional[float], Optional[float], int]:
+def _client_server_ttft(ev: Evidence, skip: Sequence[CallRecord] = ()) -> tuple[Optional[float], Optional[float], int]:
     """Client TTFT mean and the server's figure for the same calls (per call where the adapter
-    recorded one, else the window's histogram mean)."""
-    timed = [r for r in ev.records if r.ttft is not None and r.outcome == "completed"]
+    recorded one, else the window's histogram mean); calls in ``skip`` left out."""
+    skipped = {id(r) for r in skip}
+    timed = [r for r in ev.records if r.ttft is not None and r.outcome == "completed" and id(r) not in skipped]
     if not timed:
         return None, None, 0
     per_call = [r for r in timed if isinstance(r.extra.get("server_ttft"), (int, float))]
@@ -265,13 +336,16 @@ def _client_server_ttft(ev: Evidence) -> tuple[Optional[float], Optional[float],
 
 def _time_outside_engine(ev: Evidence) -> Optional[Finding]:
     lim = ev.limits
-    client, server, calls = _client_server_ttft(ev)
+    per_call = all("server_ttft" in r.extra for r in ev.records if r.ttft is not None)
+    # llama.cpp's prompt_ms excludes the wait for a slot: calls that waited while the client
+    # had more calls open than the server has slots queued inside the server (reported as
+    # queue pressure); only the others can show time lost outside it.
+    slots = slot_queue(ev.records, ev.capacity, lim) if per_call else None
+    client, server, calls = _client_server_ttft(ev, slots.contended if slots else ())
     if client is None or server is None or calls < lim.min_calls:
         return None
-    per_call = all("server_ttft" in r.extra for r in ev.records if r.ttft is not None)
     if per_call and (ev.window.gauge_max("waiting") or 0) >= lim.waiting:
-        # llama.cpp's prompt_ms excludes the wait for a slot: with requests deferred, the
-        # gap is queueing inside the server (reported as queue pressure), not outside it.
+        # Requests deferred by the server (perhaps other clients'): the gap is queueing inside it.
         return None
     gap = client - server
     if gap < lim.outside_gap or client < lim.outside_ratio * server:
@@ -281,8 +355,12 @@ def _time_outside_engine(ev: Evidence) -> Optional[Finding]:
         "Client TTFT far above the server's: time is lost outside the engine",
         {"client_ttft_mean_s": client, "server_ttft_mean_s": server, "gap_s": gap, "calls": calls},
         "The engine answers fast, the caller waits long: look at the network path, a proxy or "
-        "gateway queueing requests, TLS and connection set-up (reuse one client), and client-side "
-        "work before the request is sent (a blocked event loop).",
+        "gateway queueing requests, TLS and connection set-up (reuse one client), client-side "
+        "work before the request is sent or after the bytes arrived (a blocked event loop), and "
+        "the server's own API process: vLLM's TTFT starts only after the prompt was rendered and "
+        "tokenized, so an API server starved of CPU (on a CPU build it shares the cores with the "
+        "engine) loses its time here; give it a core of its own or more API servers "
+        "(--api-server-count).",
     )
 
 
@@ -303,17 +381,33 @@ def _in_window(records: Sequence[CallRecord], window: MetricsWindow) -> tuple[Ca
 
 
 def diagnose(
-    window: MetricsWindow, records: Sequence[CallRecord] = (), thresholds: Optional[Thresholds] = None
+    window: MetricsWindow,
+    records: Sequence[CallRecord] = (),
+    thresholds: Optional[Thresholds] = None,
+    *,
+    capacity: Optional[int] = None,
 ) -> Diagnosis:
-    """Run every rule over ``window`` and the ``records`` that started in it."""
+    """Run every rule over ``window`` and the ``records`` that started in it.
+
+    ``capacity``: how many requests the server runs at once (llama-server's slots, ``-np``), if
+    known; with it, calls that waited for a slot are recognised from the records themselves.
+    """
     limits = thresholds or Thresholds()
     if not isinstance(limits, Thresholds):
         raise ValueError(f"thresholds must be a latencykit.vllm.Thresholds, got {thresholds!r}")
-    ev = Evidence(window, _in_window(records, window), limits)
+    if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1):
+        raise ValueError(f"capacity must be an int >= 1 or None, got {capacity!r}")
+    ev = Evidence(window, _in_window(records, window), limits, capacity)
     findings = [f for f in (rule(ev) for rule in RULES) if f is not None]
     summary = window.summary()
     client, server, calls = _client_server_ttft(ev)
-    client_view = {"calls": len(ev.records), "client_ttft_mean_s": client, "server_ttft_mean_s": server}
+    client_view: dict[str, Any] = {"calls": len(ev.records), "client_ttft_mean_s": client, "server_ttft_mean_s": server}
+    slots = slot_queue(ev.records, capacity, limits)
+    if slots is not None:
+        client_view.update(
+            server_slots=slots.capacity, calls_in_flight_max=slots.in_flight_max,
+            calls_contended=len(slots.contended), calls_waited_for_slot=len(slots.waited),
+        )  # fmt: skip
     if not findings:
         evidence = {k: summary[k] for k in ("kv_cache_usage_max", "waiting_max", "prefix_cache_hit_rate", "spec_accepted_per_step")}
         findings = [Finding("healthy", "Nothing limits the server in this window", evidence, "No action needed.")]
