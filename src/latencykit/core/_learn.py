@@ -101,11 +101,15 @@ def diff(
     shape: Shape,
     prints: Optional[Prints] = None,
     text: Optional[Callable[[int], str]] = None,
+    explained_upto: Optional[int] = None,
 ) -> Optional[Change]:
     """The first segment of ``shape`` that differs from ``previous`` (a pure extension is no change).
 
     ``text(i)`` (block ``i``'s canonical text) makes the changed block's prints when they
-    are not kept yet.
+    are not kept yet. With ``explained_upto`` (the previous call's furthest marker), the
+    offset inside the changed block is located only where a miss can be explained by it:
+    in tools and system, or in a segment starting at or before that block; elsewhere it
+    is the offset of the changed block's start.
     """
     before: Optional[dict[str, SegmentPrint]] = None
     for k, seg in enumerate(shape.segments):
@@ -123,7 +127,8 @@ def diff(
             continue
         j = _first_difference(old.blocks, seg.blocks)
         offset = sum(seg.sizes[:j])
-        if j < len(old.blocks) and j < len(seg.blocks):
+        precise = explained_upto is None or seg.name in _LEARNABLE or seg.first_block <= explained_upto
+        if precise and j < len(old.blocks) and j < len(seg.blocks):
             if prints is not None and text is not None and old.blocks[j] in prints and seg.blocks[j] not in prints:
                 prints.put(seg.blocks[j], shape._fp.chunks(text(seg.first_block + j)))
             offset += _offset_in_block(prints, old.blocks[j], seg.blocks[j], min(old.sizes[j], seg.sizes[j]))
@@ -222,7 +227,7 @@ class Families:
                 while len(self._states) > self.capacity:
                     self._states.popitem(last=False)
             self._states.move_to_end(shape.family)
-            change = diff(state.last, shape, self.prints, text) if state.last else None
+            change = diff(state.last, shape, self.prints, text, state.last_marked if defer_prints else None) if state.last else None
             newly: Optional[Change] = None
             for name in _LEARNABLE:
                 if change is not None and change.segment == name:

@@ -22,8 +22,25 @@ def _int(value: Any) -> Optional[int]:
 
 
 def _field(obj: Any, name: str) -> Any:
-    """``obj.name`` or ``obj[name]``: fields the installed SDK does not model arrive as dicts."""
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    """``obj.name`` or ``obj[name]``: fields the installed SDK does not model arrive as dicts.
+
+    An SDK (pydantic) model keeps its fields in ``__dict__`` and unmodelled ones in
+    ``__pydantic_extra__``; both are read directly, since ``getattr`` of a missing field
+    goes through pydantic's ``__getattr__`` and a raised ``AttributeError`` (microseconds
+    each, several times per event).
+    """
+    if isinstance(obj, dict):
+        return obj.get(name)
+    fields = getattr(obj, "__dict__", None)
+    if fields is not None and name in fields:
+        return fields[name]
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if isinstance(extra, dict):
+        if name in extra:
+            return extra[name]
+        if not hasattr(type(obj), name):  # no property of that name either
+            return None
+    return getattr(obj, name, None)
 
 
 def _total(items: list[Any], *path: str) -> Optional[int]:

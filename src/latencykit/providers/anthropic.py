@@ -25,7 +25,7 @@ from anthropic.types.beta import BetaMessage
 from .._errors import EndedEarly
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
-from ..core._usage import apply_anthropic_usage
+from ..core._usage import _field, apply_anthropic_usage
 from ._calls import (
     ONCE as _ONCE,
     Finish,
@@ -108,7 +108,7 @@ class AnthropicTap(Tap):
             self.usage = msg.usage
             # message_start's output_tokens is a placeholder (1, or so): only message_delta counts.
             apply_anthropic_usage(rec, msg.usage, placeholder_output=True)
-            _read_diagnostics(rec, getattr(msg, "diagnostics", None))
+            _read_diagnostics(rec, _field(msg, "diagnostics"))
         elif kind == "message_delta":
             rec = timer.record
             # Usage on message_delta is cumulative: the last one wins.
@@ -206,7 +206,7 @@ def _on_message(rec: CallRecord, message: Any) -> None:
     rec.response_model = getattr(message, "model", None)
     rec.response_id = getattr(message, "id", None)
     apply_anthropic_usage(rec, getattr(message, "usage", None))
-    _read_diagnostics(rec, getattr(message, "diagnostics", None))
+    _read_diagnostics(rec, _field(message, "diagnostics"))
     reason = getattr(message, "stop_reason", None)
     if reason:
         rec.finish_reasons = (reason,)
