@@ -17,6 +17,8 @@ at the cut-off are counted as **unsent**, with how long they had waited.
 from __future__ import annotations
 
 import asyncio
+import gc
+import itertools
 import math
 import os
 import random
@@ -48,6 +50,10 @@ class LoadSpec:
     """The first ``warmup`` requests (by index) run but are left out of the headline."""
     idle_gap: float = 5.0
     """A request sent after the client sat idle this long is marked cold (``idle``)."""
+    ramp: float = 0.0
+    """Closed loop: the slots start spread evenly over this many seconds (0 = all at once). Against a
+    server without jitter, slots that start together stay in lock-step, every chunk of every stream
+    arriving in the same millisecond; a ramp of about one request's duration spreads them out."""
 
     def __post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
@@ -60,6 +66,8 @@ class LoadSpec:
             raise ValueError(f"burstiness must be > 0, got {self.burstiness!r}")
         if self.duration is not None and not self.duration > 0:
             raise ValueError(f"duration must be > 0 seconds, got {self.duration!r}")
+        if not (isinstance(self.ramp, (int, float)) and 0 <= self.ramp < math.inf):
+            raise ValueError(f"ramp must be >= 0 seconds, got {self.ramp!r}")
         if self.warmup < 0:
             raise ValueError(f"warmup must be >= 0 requests, got {self.warmup!r}")
         if self.rate is None and self.arrivals != "recorded" and self.concurrency is None:
@@ -74,7 +82,7 @@ class LoadSpec:
         """JSON-friendly fields."""
         return {"mode": "open" if self.open_loop else "closed", "concurrency": self.concurrency, "rate": self.rate,
                 "arrivals": self.arrivals if self.open_loop else None, "burstiness": self.burstiness,
-                "duration": self.duration, "warmup": self.warmup}  # fmt: skip
+                "duration": self.duration, "warmup": self.warmup, "ramp": self.ramp}  # fmt: skip
 
 
 def arrival_offsets(requests: Sequence[TrafficRequest], spec: LoadSpec, seed: int = 0) -> list[float]:
@@ -131,7 +139,7 @@ def _load_average() -> Optional[float]:
 
 
 class _State:
-    __slots__ = ("in_flight", "max_in_flight", "last_idle", "first", "last")
+    __slots__ = ("in_flight", "max_in_flight", "last_idle", "first", "last", "warm_left")
 
     def __init__(self) -> None:
         self.in_flight = 0
@@ -139,6 +147,26 @@ class _State:
         self.last_idle: Optional[float] = None
         self.first: Optional[float] = None
         self.last: Optional[float] = None
+        self.warm_left = 0
+
+
+class _GcPauses:
+    """Garbage-collector pauses in this process while the cell runs (they stop the event loop too)."""
+
+    def __init__(self) -> None:
+        self.pauses: list[tuple[int, float]] = []
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = _clock()
+        else:
+            self.pauses.append((int(info.get("generation", 0)), _clock() - self._t0))
+
+    def summary(self) -> dict[str, Any]:
+        full = [d for g, d in self.pauses if g == 2]
+        return {"gc_collections": len(self.pauses), "gc_s": sum(d for _, d in self.pauses),
+                "gc_max": max((d for _, d in self.pauses), default=0.0), "gc_full": len(full)}  # fmt: skip
 
 
 class _LagMonitor:
@@ -160,6 +188,10 @@ class _LagMonitor:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    def restart(self) -> None:
+        """Forget the lag seen so far (the warm-up's)."""
+        self.lag = PercentileSketch()
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
@@ -180,12 +212,18 @@ async def run_cell(
     progress: Optional[Callable[[], None]] = None,
     control: Optional[Sender] = None,
     control_every: int = 0,
+    slot_delays: Optional[Sequence[float]] = None,
 ) -> CellResult:
     """Run ``requests`` under ``spec`` through ``sender``; ``offsets`` (open loop) from `arrival_offsets`.
 
     ``start_at`` is a ``time.perf_counter()`` instant shared by worker processes on one machine.
     With ``control``, every ``control_every``-th request (by index) goes through it instead (the
-    thin reader), interleaved under the same load, and is sketched apart.
+    thin reader), interleaved under the same load, and is sketched apart. ``slot_delays`` (closed
+    loop) are the seconds after the start at which each slot begins (default ``spec.ramp`` spread
+    evenly); a worker process gets its slots' share of the whole ramp.
+
+    The client's health (CPU, event-loop lag, GC pauses) covers the measured part only: it is
+    reset when the last warm-up request has finished.
     """
     sketches = new_sketches()
     control_sketches = new_sketches()
@@ -235,6 +273,10 @@ async def run_cell(
         }  # fmt: skip
         samples.append(s)
         target = control_sketches if ctl else sketches
+        if warm:
+            state.warm_left -= 1
+            if state.warm_left == 0:
+                measured_from()
         if not warm and not ctl:
             state.first = t_send if state.first is None else min(state.first, t_send)
             state.last = t_end if state.last is None else max(state.last, t_end)
@@ -251,9 +293,17 @@ async def run_cell(
         if progress is not None:
             progress()
 
-    cpu0 = time.thread_time()
-    wall0 = _clock()
+    marks = {"cpu": time.thread_time(), "wall": _clock()}
+    gc_pauses = _GcPauses()
+
+    def measured_from() -> None:
+        marks["cpu"], marks["wall"] = time.thread_time(), _clock()
+        monitor.restart()
+        gc_pauses.pauses.clear()
+
+    state.warm_left = sum(1 for r in requests if r.index < spec.warmup)
     monitor.start()
+    gc.callbacks.append(gc_pauses)
     scheduled = 0
     try:
         if not spec.open_loop:
@@ -261,20 +311,28 @@ async def run_cell(
             delay = start - _clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            pending = iter(requests)
+            if state.warm_left == 0:
+                measured_from()
+            n = spec.concurrency
+            delays = list(slot_delays) if slot_delays is not None else [spec.ramp * i / n for i in range(n)]
+            pending = iter(requests[n:])  # slot i begins with request i (a ramp must not hand it to an early slot)
 
-            async def slot() -> None:
-                for req in pending:
+            async def slot(i: int, begin: float) -> None:
+                if begin > 0:
+                    await asyncio.sleep(max(start + begin - _clock(), 0.0))
+                for req in itertools.chain(requests[i : i + 1], pending):
                     if cutoff is not None and _clock() >= cutoff:
                         return
                     await one(req, _clock())
 
             scheduled = len(requests)
-            await asyncio.gather(*(slot() for _ in range(spec.concurrency)))
+            await asyncio.gather(*(slot(i, d) for i, d in enumerate(delays[:n])))
             scheduled = len(samples)
         else:
             assert offsets is not None
             sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+            if state.warm_left == 0:
+                measured_from()
 
             async def arrival(req: TrafficRequest, t_sched: float) -> None:
                 if sem is None:
@@ -300,14 +358,16 @@ async def run_cell(
             await asyncio.gather(*tasks)
     finally:
         await monitor.stop()
-    wall = _clock() - wall0
-    cpu = time.thread_time() - cpu0
+        gc.callbacks.remove(gc_pauses)
+    wall = _clock() - marks["wall"]
+    cpu = time.thread_time() - marks["cpu"]
     lag = monitor.lag.quantiles([0.5, 0.99])
     health = {
         "cpu_s": cpu, "wall_s": wall, "cores": cpu / wall if wall > 0 else None,
         "loop_lag_p50": lag[0], "loop_lag_p99": lag[1], "loop_lag_max": monitor.lag.max,
         "loop_lag": monitor.lag.to_dict(), "dispatch_late_p99": dispatch_late.quantile(0.99),
         "dispatch_late_max": dispatch_late.max, "max_in_flight": state.max_in_flight, "load_average": _load_average(),
+        **gc_pauses.summary(),
     }  # fmt: skip
     first, last = state.first, state.last
     window = (None if first is None else first + wall_offset, None if last is None else last + wall_offset)

@@ -11,6 +11,7 @@ else, so the emulator then has it to itself.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import multiprocessing
 import platform
@@ -96,6 +97,12 @@ class BenchConfig:
     control: float = 0.0
     """Share of requests sent through the thin reader as an interleaved control (0 = none)."""
     slos: tuple[str, ...] = ()
+    ramp: float = 0.0
+    """Closed loop: seconds over which the slots start, spread evenly (see `LoadSpec.ramp`)."""
+    freeze_heap: bool = True
+    """Before each cell, collect and ``gc.freeze()`` what the process holds (the imported SDKs' ~300k
+    objects, the generated traffic), so the measured window's full collections scan only what the
+    requests allocate; GC pauses are reported in the client's health either way."""
     timing: Optional[dict[str, Any]] = None
     """Emulator `TimingModel` fields for the in-process emulator (default: `BENCH_TIMING`)."""
 
@@ -117,7 +124,8 @@ class BenchConfig:
 
     def levels(self) -> list[LoadSpec]:
         """One `LoadSpec` per load level (rates × concurrencies; closed loop at 16 by default)."""
-        common = dict(arrivals=self.arrivals, burstiness=self.burstiness, duration=self.duration, warmup=self.warmup)
+        common = dict(arrivals=self.arrivals, burstiness=self.burstiness, duration=self.duration, warmup=self.warmup,
+                      ramp=self.ramp)  # fmt: skip
         if self.rate or self.arrivals == "recorded":
             caps: Sequence[Optional[int]] = self.concurrency or (None,)
             rates: Sequence[Optional[float]] = self.rate or (None,)
@@ -161,18 +169,34 @@ async def _drive(
     requests: Sequence[TrafficRequest], offsets: Optional[Sequence[float]], load: LoadSpec, target: TargetSpec,
     strategy: dict[str, str], control: float, *, start_at: Optional[float], worker: int,
     progress: Optional[Callable[[], None]], ready: Optional[Callable[[], float]] = None,
+    slot_delays: Optional[Sequence[float]] = None, freeze: bool = True,
 ) -> CellResult:
     sender = make_sender(target, resolve_levers(strategy))
     thin = make_sender(target, {"client": "thin"}) if control > 0 else None
+    if freeze:
+        gc.collect()
+        gc.freeze()
     try:
         if ready is not None:
             start_at = ready()
         return await run_cell(requests, offsets, load, sender, start_at=start_at, worker=worker, progress=progress,
-                              control=thin, control_every=round(1 / control) if control > 0 else 0)  # fmt: skip
+                              control=thin, control_every=round(1 / control) if control > 0 else 0,
+                              slot_delays=slot_delays)  # fmt: skip
     finally:
+        if freeze:
+            gc.unfreeze()
         await sender.aclose()
         if thin is not None:
             await thin.aclose()
+
+
+def _slot_delays(load: LoadSpec, w: int, workers: int) -> Optional[list[float]]:
+    """Worker ``w``'s slots begin at global slot indices w, w + workers, ... of the whole ramp."""
+    if load.open_loop or load.concurrency is None or not load.ramp:
+        return None
+    c = load.concurrency
+    mine = _share(load, w, workers).concurrency or 1
+    return [load.ramp * min(j * workers + w, c - 1) / c for j in range(mine)]
 
 
 def _share(load: LoadSpec, w: int, workers: int) -> LoadSpec:
@@ -202,7 +226,8 @@ def _worker_main(payload: dict[str, Any], w: int, ready_q: Any, go_q: Any, resul
             return float(go_q.get())
 
         result = asyncio.run(_drive(mine, my_offsets, load, target, payload["strategy"], config.control,
-                                    start_at=None, worker=w, progress=tick, ready=ready))  # fmt: skip
+                                    start_at=None, worker=w, progress=tick, ready=ready,
+                                    slot_delays=payload["slot_delays"], freeze=config.freeze_heap))  # fmt: skip
         result_q.put(("ok", w, _result_to_dict(result)))
     except BaseException as exc:  # report, so the parent never waits forever
         result_q.put(("error", w, f"{type(exc).__name__}: {exc}"))
@@ -231,7 +256,8 @@ def _spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: di
     procs = []
     for w in range(workers):
         payload = {"config": config.to_dict(), "target": asdict(target), "load": asdict(_share(load, w, workers)),
-                   "strategy": strategy, "offsets": offsets, "workers": workers}  # fmt: skip
+                   "strategy": strategy, "offsets": offsets, "workers": workers,
+                   "slot_delays": _slot_delays(load, w, workers)}  # fmt: skip
         p = ctx.Process(target=_worker_main, args=(payload, w, ready_q, go[w], result_q, counter), daemon=True)
         p.start()
         procs.append(p)
@@ -291,8 +317,15 @@ def diagnose(cell: Cell) -> list[str]:
         if late is not None and late > 0.05:
             bound.append(f"the dispatcher woke {late * 1000:.0f} ms late (p99)")
     if bound:
+        import os
+
+        used = sum(h.get("cores") or 0.0 for h in cell.health)
+        cpus = os.cpu_count() or 1
+        advice = ("use --workers N or fewer streams" if used < 0.6 * cpus else
+                  f"the client processes used {used:.2f} of this machine's {cpus} cores, so more workers cannot help "
+                  "here: fewer streams, or a machine with more cores")  # fmt: skip
         out.append("client-bound: " + "; ".join(dict.fromkeys(bound)) +
-                   " — the client, not the server, limits these figures; use --workers N or fewer streams")  # fmt: skip
+                   " — the client, not the server, limits these figures; " + advice)  # fmt: skip
     if starved:
         out.append("client-starved: " + "; ".join(dict.fromkeys(starved)) +
                    " — other processes took the CPU from the client, so its clocks ran late; rerun on a quieter machine")  # fmt: skip
@@ -369,7 +402,8 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
                 workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers
                 if workers == 1:
                     result = asyncio.run(_drive(requests, offsets, load, target, strategy, config.control, start_at=None,
-                                                worker=0, progress=(lambda: tick(1)) if tick else None))  # fmt: skip
+                                                worker=0, progress=(lambda: tick(1)) if tick else None,
+                                                freeze=config.freeze_heap))  # fmt: skip
                     cell.absorb(result)
                 else:
                     for result in _spawn(config, target, load, strategy, offsets, workers, tick):
