@@ -206,7 +206,7 @@ class Shape:
         head = (self.family, self.api, self.model, salt, self.context)
         digests = tuple([b.digest for b in self.blocks])
         first = self.segments_start  # index in `blocks` of the first message block
-        known = fp._chains.get(head)
+        known: Optional[tuple[tuple[bytes, ...], tuple[bytes, ...]]] = fp._chains.get(head)
         if known is not None and known[0] == digests:
             return known[1]
         link = fp.link

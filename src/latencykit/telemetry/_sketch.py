@@ -173,7 +173,7 @@ class PercentileSketch:
 
     def add_many(self, values: npt.ArrayLike) -> None:
         """Add an array of values (>= 0, finite) in one vectorized pass; all or nothing."""
-        if type(values) is list and len(values) < _PENDING:
+        if isinstance(values, list) and len(values) < _PENDING:
             # A call's few hundred gaps: numpy's fixed cost per call (~30 µs) would dominate,
             # so they join the scalar buffer, checked here in one pass.
             try:
