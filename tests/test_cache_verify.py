@@ -93,6 +93,31 @@ def test_prefix_changed_message_k(client: lk.Anthropic) -> None:
     assert rec.extra["cache_changed_segment"] == "message 0"
 
 
+def test_prefix_changed_message_k_is_located_in_the_block(client: lk.Anthropic) -> None:
+    """An edit inside an earlier, cached turn is located to within 16 characters of that message."""
+    long_turn = filler(400)
+    history = [{"role": "user", "content": long_turn}, {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}]
+    ask(client, messages=history)
+    edited_turn = long_turn[:200] + "EDITED" + long_turn[200:]
+    rec = ask(client, messages=[{"role": "user", "content": edited_turn}, *history[1:], {"role": "assistant", "content": "a2"}, {"role": "user", "content": "q3"}])
+    assert (rec.cache_verdict, rec.cache_miss_reason, rec.extra["cache_changed_segment"]) == ("partial", "prefix_changed", "message 0")
+    assert 200 - 16 < rec.extra["cache_changed_offset"] <= 200
+
+
+def test_varying_question_after_the_last_breakpoint_gets_no_chunk_prints(client: lk.Anthropic) -> None:
+    """Chunk prints (the costly part of learning) are made for what a later miss can be told
+    about, not for a single-turn question that changes on every call."""
+    policy = client._lk.planner
+    assert isinstance(policy, lk.CachePolicy)
+    for k in range(4):
+        ask(client, messages=[{"role": "user", "content": f"question {k}: " + "why? " * 40}])
+    kept = len(policy._families.prints._new) + len(policy._families.prints._old)
+    for k in range(4, 12):
+        rec = ask(client, messages=[{"role": "user", "content": f"question {k}: " + "why? " * 40}])
+        assert rec.cache_verdict == "hit"
+    assert len(policy._families.prints._new) + len(policy._families.prints._old) == kept
+
+
 def test_prefix_changed_model(client: lk.Anthropic) -> None:
     """Switching models misses everything: reported as a model change."""
     ask(client)

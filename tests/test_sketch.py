@@ -142,6 +142,19 @@ def test_scalar_add_equals_add_many() -> None:
     assert one.quantiles(QS) == many.quantiles(QS)
 
 
+def test_small_lists_equal_one_array() -> None:
+    """add_many() of a call's few gaps at a time (a Python list, buffered) equals one array pass."""
+    values = DATASETS["pareto"](np.random.default_rng(9))[:5_000]
+    values[::501] = 0.0
+    batched, whole = PercentileSketch(), PercentileSketch()
+    for start in range(0, len(values), 37):
+        batched.add_many(values[start : start + 37].tolist())
+    whole.add_many(values)
+    assert _state(batched) == _state(whole)
+    assert batched.count == whole.count == len(values)
+    assert batched.quantiles(QS) == whole.quantiles(QS)
+
+
 def test_empty_sketch_returns_none() -> None:
     """An empty sketch reports None (never NaN) and count 0."""
     s = PercentileSketch()

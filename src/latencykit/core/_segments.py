@@ -427,6 +427,25 @@ class _Builder:
         )  # fmt: skip
         return info
 
+    def add_text(self, name: str, path: tuple[Any, ...], raw: str, tag: tuple[Any, ...]) -> None:
+        """`add` for a message whose content is a string (an agent's history): one look-up when seen before."""
+        memo = self.memo
+        key = (tag, hash(raw), len(raw))
+        info: Optional[_Info] = memo.new.get(key) or memo.get(key)
+        if info is None or not self.default_estimate:
+            self.add(name, path, raw, tag, bool(raw))
+            return
+        self.chars += info.chars
+        self.fixed += info.fixed
+        if name != self._name:
+            self._starts.append((name, len(self.blocks)))
+            self._name = name
+        self._digests.append(info.digest)
+        self._sizes.append(info.length)
+        self.blocks.append(
+            Block(name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, None, info.markable, info.length)
+        )
+
     def segments(self) -> list[SegmentPrint]:
         """The blocks grouped into segments (consecutive blocks with the same segment name)."""
         digests, sizes, starts = self._digests, self._sizes, self._starts
@@ -455,6 +474,14 @@ def _context(fp: Fingerprinter, request: Mapping[str, Any]) -> bytes:
     return fp.digest(canonical(choice).encode(), canonical(thinking).encode())
 
 
+_MESSAGE_NAMES = tuple(f"message {k}" for k in range(1024))
+
+
+def _message_name(m: int) -> str:
+    """``"message m"`` (made once for the first 1,024 indices)."""
+    return _MESSAGE_NAMES[m] if m < 1024 else f"message {m}"
+
+
 def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Estimator = block_size) -> Shape:
     """Take ``request`` (keyword arguments of ``messages.create`` / ``chat.completions.create`` /
     ``responses.create``) apart into a `Shape`; raises `Unsupported` on shapes it does not know."""
@@ -462,7 +489,7 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
     if not isinstance(model, str):
         raise Unsupported("model is not a string")
     b = _Builder(fp, estimate)
-    add = b.add
+    add, add_text = b.add, b.add_text
     tools = request.get("tools")
     tools = _seq(tools, "tools") if isinstance(tools, (list, tuple)) and tools else ()
     for i, tool in enumerate(tools):
@@ -500,18 +527,18 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
             role = message.get("role") if is_dict else _get(message, "role")
             leading = leading and role in _SYSTEM_ROLES
             b.fixed += PER_MESSAGE_TOKENS
-            info = add("system" if leading else f"message {m}", (key,) if single else (key, m), message, ("m", m, role), False)
+            info = add("system" if leading else _message_name(m), (key,) if single else (key, m), message, ("m", m, role), False)
             if leading:
                 system_sizes.append(info.length)
             continue
         if not is_dict:
             message = message if isinstance(message, Mapping) else _dump(message)
         role = message.get("role")
-        name = f"message {m}"
+        name = _message_name(m)
         b.fixed += PER_MESSAGE_TOKENS
         content = message.get("content")
         if type(content) is str:
-            add(name, ("messages", m), content, ("m", m, role), bool(content))
+            add_text(name, ("messages", m), content, ("m", m, role))
             continue
         for j, block in enumerate(_seq(content, "message content")):
             add(name, ("messages", m, j), block, ("m", m, role, j))
