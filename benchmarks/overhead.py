@@ -3,8 +3,9 @@
 The emulator runs in a *separate process* (``latencykit emulator``) with zero server delay,
 so this process's CPU time (``time.process_time``) is the client's alone: SDK parsing plus,
 for latencykit, its per-event tap. Calls of each client type are interleaved in rounds so
-machine noise hits both alike; the reported figure is the ratio of medians of per-round
-CPU time per call.
+machine noise hits both alike; the reported ratio is *paired*: the median over rounds of
+(latencykit's CPU per call / the raw SDK's in the same round), so a drift in the machine's
+speed between rounds (a shared VM) cancels out. The ms columns are medians.
 
     python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls, then the size axis
     python benchmarks/overhead.py --rounds 5      # quicker
@@ -190,10 +191,11 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
                 for k in ((0, 1) if i % 2 == 0 else (1, 0)):
                     samples[k].append(_cpu_per_call(fns[k], calls))
             r, l = (statistics.median(x) for x in samples)
+            ratio = _paired(samples[1], samples[0])
             added = statistics.median(before[1]) - statistics.median(before[0])
             tokens = lkc._lk.recorder.last.input_tokens if lkc._lk.recorder.last else None
             name = f"{provider} (~{tokens} input tokens)" if tokens else provider
-            print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {l / r:6.3f} {added * 1000:27.3f}")
+            print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f}")
             for c in (raw, lkc):
                 c.close()
     print("goals: ratio <= 1.20 at ~40k tokens; added before send <= 1 ms per 10k prompt tokens")
@@ -211,6 +213,11 @@ def _otel_sdk_telemetry() -> lk.Telemetry:
     tracer_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     return lk.Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
+def _paired(lk_samples: list[float], raw_samples: list[float]) -> float:
+    """Median over rounds of latencykit / raw SDK CPU per call, each round against its own."""
+    return statistics.median(a / b for a, b in zip(lk_samples, raw_samples))
 
 
 def _cpu_per_call(call: Callable[[], int], calls: int) -> float:
@@ -264,9 +271,10 @@ def streams(base: str, rounds: int, calls_per_round: int) -> None:
             for k in order:
                 samples[k].append(_cpu_per_call(calls[k], calls_per_round))
         r, l, o = (statistics.median(x) for x in samples)
-        plain.append(l / r)
-        with_otel.append(o / r)
-        print(f"{name:44} {r * 1000:10.2f} {l * 1000:8.2f} {l / r:6.3f} {o * 1000:15.2f} {o / r:6.3f}")
+        lr, orr = _paired(samples[1], samples[0]), _paired(samples[2], samples[0])
+        plain.append(lr)
+        with_otel.append(orr)
+        print(f"{name:44} {r * 1000:10.2f} {l * 1000:8.2f} {lr:6.3f} {o * 1000:15.2f} {orr:6.3f}")
     print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(plain):6.3f} "
           f"{'':15} {statistics.geometric_mean(with_otel):6.3f}")
     print("goals: latencykit / raw <= 1.05 (telemetry unconfigured); with the OTel SDK on <= 1.10")

@@ -171,3 +171,24 @@ def test_server_cache_diagnostics_are_recorded_beside_ours() -> None:
         AnthropicTap(timer)(start(diagnostics))
         assert timer.record.server_cache_miss_reason == expected
     assert timer.record.extra.get("server_cache_missed_input_tokens") is None
+
+
+@pytest.mark.parametrize("first_event_is_a_token", [True, False])
+def test_token_is_event_true(first_event_is_a_token: bool) -> None:
+    """The token fast path (`token()`) times a stream exactly as `event(True)` does."""
+    records = []
+    for fast in (False, True):
+        clock = FakeClock()
+        timer, sink = _timer(clock)
+        if not first_event_is_a_token:
+            clock.now += 0.03
+            timer.event(False)
+        for k in range(6):
+            clock.now += 0.1 + 0.01 * k
+            timer.token() if fast else timer.event(True)
+        timer.record.output_tokens = 6
+        timer.terminal()
+        timer.exhausted()
+        records.append((sink[0].ttfb, sink[0].ttft, sink[0].tpot, sink[0].chunks, sink[0].chunk_gap_max))
+    assert records[0] == records[1]
+    assert records[0][1] == pytest.approx(0.10 if first_event_is_a_token else 0.13)

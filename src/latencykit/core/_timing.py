@@ -87,6 +87,18 @@ class CallTimer:
         if self._first_event is None:
             self._first_event = now
 
+    def token(self) -> None:
+        """`event` for an event known to carry a token (the common case, without its branches)."""
+        now = self._clock()
+        last = self._last_token
+        self._last_token = now
+        if last is not None:
+            self._gaps.append(now - last)
+            return
+        self._first_token = now
+        if self._first_event is None:
+            self._first_event = now
+
     def new_attempt(self) -> None:
         """A (re)try starts: what an abandoned attempt saw is forgotten, the call start is kept.
 

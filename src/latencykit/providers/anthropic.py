@@ -83,7 +83,9 @@ class AnthropicTap(Tap):
                 text = delta.text
                 if text:
                     self.texts.append(text)
-                timer.event(bool(text))
+                    timer.token()
+                else:
+                    timer.event(False)
             elif dtype == "input_json_delta":
                 piece = delta.partial_json
                 if piece:

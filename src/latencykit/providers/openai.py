@@ -134,7 +134,10 @@ class ChatTap(Tap):
                 if generated > self._generated:
                     token = True
                 self._generated = generated
-        timer.event(token)
+        if token:
+            timer.token()
+        else:
+            timer.event(False)
         if finished is not None:
             rec.finish_reasons = (*rec.finish_reasons, finished)
             timer.terminal()
