@@ -80,7 +80,9 @@ def test_tpot_is_close_to_the_servers_own(client: LlamaCpp) -> None:
     """TPOT through latencykit vs llama.cpp's predicted_per_token_ms, over 512 tokens (median of 3).
 
     The server's figure is its compute per token; the client's includes delivery, so on a busy
-    machine it runs above. Before the fix for empty-text token chunks it ran *below* (up to 21 %).
+    machine it runs somewhat above. Before the fix for empty-text token chunks it ran *below*
+    (up to 21 %). With the server on one thread and the client on the other core they agree
+    within 1 %.
     """
     ratios = []
     pairs = []
@@ -91,7 +93,7 @@ def test_tpot_is_close_to_the_servers_own(client: LlamaCpp) -> None:
         ratios.append(rec.tpot / rec.extra["server_tpot"])
         pairs.append((round(rec.tpot * 1000, 3), round(rec.extra["server_tpot"] * 1000, 3)))
     REPORT["llama_tpot_ms_latencykit_vs_server"] = pairs
-    assert 0.8 <= statistics.median(ratios) <= 2.5, pairs
+    assert 0.9 <= statistics.median(ratios) <= 1.5, pairs
 
 
 def test_metrics_counters_match_the_records_and_slots_are_read(client: LlamaCpp) -> None:
