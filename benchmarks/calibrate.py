@@ -11,6 +11,7 @@ client-starved / server-late).
     python benchmarks/calibrate.py                        # 1, 16, 64, 256 streams
     python benchmarks/calibrate.py --streams 1,16 --rounds 4
     python benchmarks/calibrate.py --workers 64=2,256=2   # worker processes per stream count
+    python benchmarks/calibrate.py --streams 64 --sdk      # the raw SDK's async client too
 
 Harness choices, the same for both clients: the first request of every stream is warm-up
 (it opens the stream's connection; excluded from the figures and from the client's health);
@@ -76,6 +77,8 @@ def main() -> None:
                         help="measured requests per cell at least (default 200; 40 at 1 stream)")  # fmt: skip
     parser.add_argument("--ramp", type=float, default=0.49, help="seconds over which the slots start (default 0.49)")
     parser.add_argument("--workers", default="64=2,256=2", help="stream=workers pairs for latencykit (default 64=2,256=2)")
+    parser.add_argument("--sdk", action="store_true",
+                        help="also measure the raw SDK's async client (same workers): tells latencykit's cost from the SDK's")  # fmt: skip
     args = parser.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
     workers = {int(k): int(v) for k, v in (p.split("=") for p in args.workers.split(",") if p)}
@@ -88,7 +91,8 @@ def main() -> None:
             w = workers.get(c, 1)
             thin = _cell(base, c, "thin", 1, args.rounds, args.ramp, args.min_requests)
             lk = _cell(base, c, "latencykit", w, args.rounds, args.ramp, args.min_requests)
-            _print_row(c, thin, lk, w)
+            sdk = _cell(base, c, "sdk", w, args.rounds, args.ramp, args.min_requests) if args.sdk else None
+            _print_row(c, thin, lk, w, sdk)
     finally:
         proc.terminate()
         proc.wait(10)
@@ -99,9 +103,12 @@ def _ms(v: Any) -> str:
     return "-" if v is None else f"{v * 1000:.0f}"
 
 
-def _print_row(c: int, thin: Any, lk: Any, workers: int) -> None:
+def _print_row(c: int, thin: Any, lk: Any, workers: int, sdk: Any = None) -> None:
     ideal = c / 0.49
-    for name, cell in (("thin reader", thin), (f"latencykit ×{workers}", lk)):
+    cells = [("thin reader", thin), (f"latencykit ×{workers}", lk)]
+    if sdk is not None:
+        cells.append((f"raw SDK ×{workers}", sdk))
+    for name, cell in cells:
         p50, p99 = cell.value("ttft", 0.5), cell.value("ttft", 0.99)
         tp = cell.throughput()["completed_rps"] or 0
         cores = sum(h["cores"] or 0 for h in cell.health)
@@ -109,7 +116,7 @@ def _print_row(c: int, thin: Any, lk: Any, workers: int) -> None:
         load = max((h.get("load_average") or 0 for h in cell.health), default=0)
         late = (cell.server or {}).get("first", {}).get("p99")
         ratio = ""
-        if cell is lk:
+        if cell is not thin:
             t50, t99 = thin.value("ttft", 0.5), thin.value("ttft", 0.99)
             if p50 and p99 and t50 and t99:
                 ratio = f"  vs thin: p50 {p50 / t50 - 1:+.1%}, p99 {p99 / t99 - 1:+.1%}"
