@@ -147,13 +147,10 @@ def _offset_in_block(prints: Optional[Prints], old: bytes, new: bytes, shorter: 
     return int(differing[0]) * CHUNK_CHARS if len(differing) else min(n * CHUNK_CHARS, shorter)
 
 
-_messages = message_segments
-
-
 def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position]:
     """Where the messages first differ from the previous call's, counted from the newest; ``None``
     when they extend (a conversation) or repeat the previous call's messages."""
-    old, new = _messages(previous), _messages(shape.segments)
+    old, new = message_segments(previous), message_segments(shape.segments)
     for k, seg in enumerate(new):
         if k >= len(old):
             return None
@@ -251,7 +248,7 @@ class Families:
             tails = state.tails
         if tails:
             where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
-            messages = _messages(shape.segments)
+            messages = message_segments(shape.segments)
             if where is not None and where[0] < len(messages):
                 dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
         return Learned(change, dynamic, newly, previous, unprinted)

@@ -416,15 +416,7 @@ class _Builder:
         marker = None if kind is str or (kind is dict and "cache_control" not in raw) else marker_ttl(raw)
         if marker is not None:
             self.markers.append((len(self.blocks), marker))
-        if name != self._name:
-            self._starts.append((name, len(self.blocks)))
-            self._name = name
-        self._digests.append(info.digest)
-        self._sizes.append(info.length)
-        self.blocks.append(
-            Block(name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, marker,
-                  info.markable if markable is None else markable, info.length)
-        )  # fmt: skip
+        self._append(name, path, info, marker, info.markable if markable is None else markable)
         return info
 
     def add_text(self, name: str, path: tuple[Any, ...], raw: str, tag: tuple[Any, ...]) -> None:
@@ -437,13 +429,17 @@ class _Builder:
             return
         self.chars += info.chars
         self.fixed += info.fixed
+        self._append(name, path, info, None, info.markable)
+
+    def _append(self, name: str, path: tuple[Any, ...], info: _Info, marker: Optional[str], markable: bool) -> None:
+        """The block itself, its segment's start, digest and size (the running totals already include it)."""
         if name != self._name:
             self._starts.append((name, len(self.blocks)))
             self._name = name
         self._digests.append(info.digest)
         self._sizes.append(info.length)
         self.blocks.append(
-            Block(name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, None, info.markable, info.length)
+            Block(name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, marker, markable, info.length)
         )
 
     def segments(self) -> list[SegmentPrint]:
