@@ -12,6 +12,8 @@ client-starved / server-late).
     python benchmarks/calibrate.py --streams 1,16 --rounds 4
     python benchmarks/calibrate.py --workers 64=2,256=2   # worker processes per stream count
     python benchmarks/calibrate.py --streams 64 --sdk      # the raw SDK's async client too
+    python benchmarks/calibrate.py --api anthropic         # through the Anthropic SDK (cheaper per event)
+    python benchmarks/calibrate.py --http aiohttp          # the SDKs' DefaultAioHttpClient backend
 
 Harness choices, the same for both clients: the first request of every stream is warm-up
 (it opens the stream's connection; excluded from the figures and from the client's health);
@@ -61,11 +63,12 @@ def _start_emulator(port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("the emulator did not start")
 
 
-def _cell(base_url: str, streams: int, client: str, workers: int, rounds: int, ramp: float, min_requests: int) -> Any:
+def _cell(base_url: str, streams: int, client: str, workers: int, rounds: int, ramp: float, min_requests: int,
+          api: str = "openai", http: str = "httpx") -> Any:
     measured = max(streams * (rounds - 1), min_requests if streams > 1 else min(min_requests, 40))
     config = BenchConfig(target="emulator", base_url=base_url, traffic="chat", requests=streams + measured,
                          concurrency=(streams,), warmup=streams, workers=workers, exact_output=False, ramp=ramp,
-                         matrix=({"client": client},))  # fmt: skip
+                         api=api, matrix=({"client": client} if client == "thin" else {"client": client, "http": http},))  # fmt: skip
     return run_bench(config).cells[0]
 
 
@@ -79,19 +82,24 @@ def main() -> None:
     parser.add_argument("--workers", default="64=2,256=2", help="stream=workers pairs for latencykit (default 64=2,256=2)")
     parser.add_argument("--sdk", action="store_true",
                         help="also measure the raw SDK's async client (same workers): tells latencykit's cost from the SDK's")  # fmt: skip
+    parser.add_argument("--api", choices=("openai", "anthropic"), default="openai",
+                        help="API spoken to the emulator, through that provider's SDK (default openai)")  # fmt: skip
+    parser.add_argument("--http", choices=("httpx", "aiohttp"), default="httpx",
+                        help="the SDK clients' HTTP backend: httpx (their default) or their DefaultAioHttpClient")  # fmt: skip
     args = parser.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
     workers = {int(k): int(v) for k, v in (p.split("=") for p in args.workers.split(",") if p)}
     port = _free_port()
     proc = _start_emulator(port)
     base = f"http://127.0.0.1:{port}"
+    print(f"api: {args.api} (the {args.api} SDK's async client, HTTP backend {args.http})")
     print(f"machine: {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}")
     try:
         for c in streams:
             w = workers.get(c, 1)
-            thin = _cell(base, c, "thin", 1, args.rounds, args.ramp, args.min_requests)
-            lk = _cell(base, c, "latencykit", w, args.rounds, args.ramp, args.min_requests)
-            sdk = _cell(base, c, "sdk", w, args.rounds, args.ramp, args.min_requests) if args.sdk else None
+            thin = _cell(base, c, "thin", 1, args.rounds, args.ramp, args.min_requests, args.api)
+            lk = _cell(base, c, "latencykit", w, args.rounds, args.ramp, args.min_requests, args.api, args.http)
+            sdk = _cell(base, c, "sdk", w, args.rounds, args.ramp, args.min_requests, args.api, args.http) if args.sdk else None
             _print_row(c, thin, lk, w, sdk)
     finally:
         proc.terminate()

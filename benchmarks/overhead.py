@@ -3,9 +3,12 @@
 The emulator runs in a *separate process* (``latencykit emulator``) with zero server delay,
 so this process's CPU time (``time.process_time``) is the client's alone: SDK parsing plus,
 for latencykit, its per-event tap. Calls of each client type are interleaved in rounds so
-machine noise hits both alike; the reported ratio is *paired*: the median over rounds of
+machine noise hits both alike, each round in the next permutation of the clients (none always
+follows another); the reported ratio is *paired*: the median over rounds of
 (latencykit's CPU per call / the raw SDK's in the same round), so a drift in the machine's
-speed between rounds (a shared VM) cancels out. The ms columns are medians.
+speed between rounds (a shared VM) cancels out. After warm-up the heap is frozen
+(``gc.freeze()``) and every measuring window ends with ``gc.collect()``, so each client pays
+for collecting its own garbage, not the previous client's. The ms columns are medians.
 
     python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls, then the size axis
     python benchmarks/overhead.py --rounds 5      # quicker
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
+import itertools
 import os
 import socket
 import statistics
@@ -187,8 +192,9 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
             before = [[], []]
             fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc))]
             samples: list[list[float]] = [[], []]
-            for i in range(rounds):
-                for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            _freeze_heap()
+            for order in _orders(2, rounds):
+                for k in order:
                     samples[k].append(_cpu_per_call(fns[k], calls))
             r, l = (statistics.median(x) for x in samples)
             ratio = _paired(samples[1], samples[0])
@@ -221,10 +227,31 @@ def _paired(lk_samples: list[float], raw_samples: list[float]) -> float:
 
 
 def _cpu_per_call(call: Callable[[], int], calls: int) -> float:
+    """CPU seconds per call, the collection of the garbage these calls left included.
+
+    Without the ``gc.collect()`` inside the window, a client's reference cycles would be
+    collected during (and billed to) whichever client happens to run next.
+    """
     start = time.process_time()
     for _ in range(calls):
         call()
+    gc.collect()
     return (time.process_time() - start) / calls
+
+
+def _orders(n: int, rounds: int) -> Iterator[tuple[int, ...]]:
+    """Each round's order of the ``n`` clients: every permutation in turn, so none always
+    runs right after another (and inherits its cache state)."""
+    perms = list(itertools.permutations(range(n)))
+    for i in range(rounds):
+        yield perms[i % len(perms)]
+
+
+def _freeze_heap() -> None:
+    """After warm-up: move everything alive to the permanent generation, so the collections
+    inside the measuring windows scan only what the calls themselves allocated."""
+    gc.collect()
+    gc.freeze()
 
 
 def main() -> None:
@@ -266,8 +293,8 @@ def streams(base: str, rounds: int, calls_per_round: int) -> None:
     plain, with_otel = [], []
     for name, calls in rows.items():
         samples: list[list[float]] = [[], [], []]
-        for i in range(rounds):
-            order = list(range(3)) if i % 2 == 0 else list(reversed(range(3)))
+        _freeze_heap()
+        for order in _orders(3, rounds):
             for k in order:
                 samples[k].append(_cpu_per_call(calls[k], calls_per_round))
         r, l, o = (statistics.median(x) for x in samples)

@@ -6,6 +6,7 @@ import io
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,6 +65,33 @@ def test_matrix_compares_strategies_on_the_anthropic_api() -> None:
     assert "strategy comparison" in buf.getvalue() and "TTFT by cache" in buf.getvalue()
     with pytest.raises(ValueError, match="lever"):
         parse_matrix(["turbo=on"])
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_http_lever_runs_the_sdk_clients_on_their_aiohttp_backend(api: str) -> None:
+    """``http=aiohttp`` hands the SDK client its own DefaultAioHttpClient; every request is still
+    recorded through latencykit (and through the plain SDK), with the emulator's TTFT."""
+    import anthropic
+    import openai
+
+    from latencykit.bench._clients import make_sender
+    from latencykit.bench._targets import resolve_target
+
+    sdk: Any = openai if api == "openai" else anthropic
+    target = resolve_target("emulator", base_url="http://127.0.0.1:9", api=api)
+    for client in ("latencykit", "sdk"):
+        assert isinstance(make_sender(target, {"client": client, "http": "aiohttp"}).client._client, sdk.DefaultAioHttpClient)
+        assert not isinstance(make_sender(target, {"client": client}).client._client, sdk.DefaultAioHttpClient)
+    run = run_bench(BenchConfig(api=api, requests=6, concurrency=(2,), timing=FAST, exact_output=False,
+                                matrix=tuple(parse_matrix(["client=latencykit,sdk", "http=httpx,aiohttp"]))))  # fmt: skip
+    assert [c.label for c in run.cells] == ["client=latencykit http=httpx", "client=latencykit http=aiohttp",
+                                            "client=sdk http=httpx", "client=sdk http=aiohttp"]  # fmt: skip
+    for cell in run.cells:
+        assert cell.outcomes() == {"completed": 6}, cell.label
+        ttft = cell.value("ttft", 0.5)
+        assert ttft is not None and 0.018 <= ttft <= 0.06, (cell.label, ttft)  # emulated 20 ms
+    with pytest.raises(ValueError, match="http values"):
+        parse_matrix(["http=requests"])
 
 
 def test_errors_are_counted_by_kind_and_kept_out_of_latency() -> None:

@@ -90,13 +90,24 @@ def _error(obs: Observed, exc: BaseException) -> Observed:
     return obs
 
 
+def _http_client(target: TargetSpec, http: str) -> dict[str, Any]:
+    """``http_client=`` for the SDK client: none (the SDK's httpx default) or its aiohttp one."""
+    if http == "httpx":
+        return {}
+    import anthropic
+    import openai
+
+    sdk: Any = openai if target.api == "openai" else anthropic
+    return {"http_client": sdk.DefaultAioHttpClient()}
+
+
 class _LatencykitSender:
-    def __init__(self, target: TargetSpec, call: str, cache: str, retry: bool) -> None:
+    def __init__(self, target: TargetSpec, call: str, cache: str, retry: bool, http: str = "httpx") -> None:
         import latencykit as lk
 
         self.target, self.call = target, call
         kw: dict[str, Any] = {"api_key": target.api_key, "recorder": _CaptureRecorder(max_calls=1),
-                              "telemetry": False, "cache": cache, "retry": retry}  # fmt: skip
+                              "telemetry": False, "cache": cache, "retry": retry, **_http_client(target, http)}  # fmt: skip
         if target.base_url:
             kw["base_url"] = target.base_url
         self.client: Any = lk.AsyncOpenAI(**kw) if target.api == "openai" else lk.AsyncAnthropic(**kw)
@@ -151,12 +162,12 @@ class _LatencykitSender:
 
 
 class _SdkSender:
-    def __init__(self, target: TargetSpec, call: str, retry: bool) -> None:
+    def __init__(self, target: TargetSpec, call: str, retry: bool, http: str = "httpx") -> None:
         import anthropic
         import openai
 
         self.target, self.call = target, call
-        kw: dict[str, Any] = {"api_key": target.api_key, "max_retries": 2 if retry else 0}
+        kw: dict[str, Any] = {"api_key": target.api_key, "max_retries": 2 if retry else 0, **_http_client(target, http)}
         if target.base_url:
             kw["base_url"] = target.base_url
         self.client: Any = openai.AsyncOpenAI(**kw) if target.api == "openai" else anthropic.AsyncAnthropic(**kw)
@@ -329,11 +340,12 @@ class _ThinSender:
 
 
 def make_sender(target: TargetSpec, strategy: dict[str, str]) -> Sender:
-    """The sender for a strategy's ``client``, ``call``, ``cache`` and ``retry`` levers."""
+    """The sender for a strategy's ``client``, ``call``, ``cache``, ``retry`` and ``http`` levers."""
     client, call = strategy.get("client", "latencykit"), strategy.get("call", "stream")
     retry = strategy.get("retry", "on") == "on"
+    http = strategy.get("http", "httpx")
     if client == "latencykit":
-        return _LatencykitSender(target, call, strategy.get("cache", "auto"), retry)
+        return _LatencykitSender(target, call, strategy.get("cache", "auto"), retry, http)
     if client == "sdk":
-        return _SdkSender(target, call, retry)
+        return _SdkSender(target, call, retry, http)
     return _ThinSender(target)

@@ -36,9 +36,12 @@ LEVERS: dict[str, tuple[str, ...]] = {
     "cache": ("auto", "off"),
     "retry": ("on", "off"),
     "stream": ("forced", "as-asked"),
+    "http": ("httpx", "aiohttp"),
 }
 """latencykit's own levers for ``--matrix``. ``stream=forced`` is the latencykit client (every call
-streamed); ``stream=as-asked`` sends the app's call as written, through the plain SDK."""
+streamed); ``stream=as-asked`` sends the app's call as written, through the plain SDK. ``http`` is
+the SDK client's HTTP backend: its default httpx transport, or the SDK's own
+``DefaultAioHttpClient`` (aiohttp; the SDKs' advice for high concurrency)."""
 
 
 def resolve_levers(strategy: dict[str, str]) -> dict[str, str]:
