@@ -255,6 +255,21 @@ def test_empty_partial_utf8_deltas_count_as_tokens_with_continuous_usage(oai: lk
     assert rec.decode_time is not None and rec.decode_time >= 7 * 0.025 * 0.9
 
 
+def test_continuous_usage_read_on_every_chunk_of_a_stream_left_early(oai: lk.OpenAI, emu: Emulator) -> None:
+    """A stream left after 5 chunks with continuous usage stats: the record has the prompt side
+    (read once) and the completion count of the last chunk the caller got."""
+    req = {**CHAT_REQ, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    wire = headers(output_tokens=12, tokens_per_chunk=1, ttft_ms=20, tpot_ms=5)
+    stream = oai.chat.completions.create(stream=True, extra_headers=wire, **req)
+    got = [next(stream) for _ in range(5)]
+    stream.close()
+    last = got[-1].usage
+    assert last is not None and 0 < last.completion_tokens < 12
+    rec = oai.latency.last
+    assert rec.outcome == "abandoned"
+    assert (rec.input_tokens, rec.output_tokens) == (last.prompt_tokens, last.completion_tokens)
+
+
 def test_reasoning_details_deltas_are_thinking_tokens(replay: Replay) -> None:
     """OpenRouter/Snowflake `reasoning_details`-only deltas are generated tokens: TTFT lands on the first."""
     replay.serve(chat_reasoning_details())

@@ -68,7 +68,7 @@ class ChatTap(Tap):
     token even when its text is empty (a partial UTF-8 character).
     """
 
-    __slots__ = ("hide_usage", "_fresh", "_generated")
+    __slots__ = ("hide_usage", "_fresh", "_generated", "_usage_read")
     connection_error = openai.APIConnectionError
     api_error = openai.APIError
 
@@ -77,12 +77,14 @@ class ChatTap(Tap):
         self.hide_usage = hide_usage
         self._fresh = True
         self._generated = 0
+        self._usage_read = False
 
     def new_attempt(self) -> None:
         """Forget the events of an abandoned attempt (and read the next one's model and id)."""
         super().new_attempt()
         self._fresh = True
         self._generated = 0
+        self._usage_read = False
 
     def opened(self, stream: Any) -> None:
         """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it)."""
@@ -102,8 +104,8 @@ class ChatTap(Tap):
         choices = chunk.choices
         if usage is not None:
             self.usage = usage
-            apply_openai_chat_usage(rec, usage)
             if not choices:
+                apply_openai_chat_usage(rec, usage)
                 timer.event(False)
                 timer.terminal()  # the usage-only chunk comes last, after every choice finished
                 return not self.hide_usage
@@ -134,6 +136,14 @@ class ChatTap(Tap):
                 if generated > self._generated:
                     token = True
                 self._generated = generated
+            if self._usage_read and finished is None and usage.completion_tokens_details is None:
+                # Mid-stream only the completion count moves (the prompt side is fixed once
+                # read): one field per chunk instead of the whole usage.
+                if isinstance(generated, int):
+                    rec.output_tokens = generated
+            else:
+                self._usage_read = True
+                apply_openai_chat_usage(rec, usage)
         if token:
             timer.token()
         else:
