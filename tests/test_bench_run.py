@@ -134,3 +134,26 @@ def test_workers_split_the_load_and_merge_exactly() -> None:
     assert {s["worker"] for s in cell.samples} == {0, 1} and len(cell.health) == 2
     assert all(h["max_in_flight"] == 2 for h in cell.health)
     assert cell.sketches["ttft"].count == 12
+
+
+@pytest.mark.parametrize(
+    ("strategy", "hint"),
+    [({"client": "latencykit"}, True), ({"client": "sdk", "http": "httpx"}, True),
+     ({"client": "latencykit", "http": "aiohttp"}, False), ({"client": "thin"}, False)],
+)  # fmt: skip
+def test_client_bound_cell_is_flagged_and_points_at_the_aiohttp_backend(strategy: dict[str, str], hint: bool) -> None:
+    """Two workers each near a full core with a lagging loop: client-bound, more workers cannot
+    help on this machine; an SDK client on httpx is pointed at the SDK's aiohttp backend."""
+    import os
+
+    from latencykit.bench._cell import Cell
+    from latencykit.bench._run import diagnose
+
+    cores = (os.cpu_count() or 1) / 2
+    cell = Cell(strategy, {}, {"concurrency": 64},
+                health=[{"cores": cores, "loop_lag_p99": 0.2, "load_average": 1.0} for _ in range(2)])  # fmt: skip
+    (bound,) = [w for w in diagnose(cell) if w.startswith("client-bound")]
+    assert "event-loop lag p99 200 ms" in bound and "more workers cannot help" in bound
+    assert ("--matrix http=aiohttp" in bound) is hint
+    quiet = Cell(strategy, {}, {"concurrency": 1}, health=[{"cores": 0.1, "loop_lag_p99": 0.001}])
+    assert not [w for w in diagnose(quiet) if w.startswith("client-bound")]

@@ -327,6 +327,10 @@ def diagnose(cell: Cell) -> list[str]:
         advice = ("use --workers N or fewer streams" if used < 0.6 * cpus else
                   f"the client processes used {used:.2f} of this machine's {cpus} cores, so more workers cannot help "
                   "here: fewer streams, or a machine with more cores")  # fmt: skip
+        levers = resolve_levers(cell.strategy)
+        if levers["client"] != "thin" and levers.get("http", "httpx") == "httpx":
+            advice += ("; the SDK's own aiohttp backend (--matrix http=aiohttp) reads streams with about a third "
+                       "less client CPU")  # fmt: skip
         out.append("client-bound: " + "; ".join(dict.fromkeys(bound)) +
                    " — the client, not the server, limits these figures; " + advice)  # fmt: skip
     if starved:
