@@ -7,8 +7,9 @@ machine noise hits both alike, each round in the next permutation of the clients
 follows another); the reported ratio is *paired*: the median over rounds of
 (latencykit's CPU per call / the raw SDK's in the same round), so a drift in the machine's
 speed between rounds (a shared VM) cancels out. After warm-up the heap is frozen
-(``gc.freeze()``) and every measuring window ends with ``gc.collect()``, so each client pays
-for collecting its own garbage, not the previous client's. The ms columns are medians.
+(``gc.freeze()``), so the collections that run during the windows scan what the calls
+allocated, not the imported SDKs (an explicit ``gc.collect()`` per window would instead bill
+each client for traversing everything it keeps alive, such as latencykit's Recorder). The ms columns are medians.
 
     python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls, then the size axis
     python benchmarks/overhead.py --rounds 5      # quicker
@@ -227,15 +228,10 @@ def _paired(lk_samples: list[float], raw_samples: list[float]) -> float:
 
 
 def _cpu_per_call(call: Callable[[], int], calls: int) -> float:
-    """CPU seconds per call, the collection of the garbage these calls left included.
-
-    Without the ``gc.collect()`` inside the window, a client's reference cycles would be
-    collected during (and billed to) whichever client happens to run next.
-    """
+    """CPU seconds per call (the collector runs as it does in an app: automatically)."""
     start = time.process_time()
     for _ in range(calls):
         call()
-    gc.collect()
     return (time.process_time() - start) / calls
 
 
@@ -249,7 +245,7 @@ def _orders(n: int, rounds: int) -> Iterator[tuple[int, ...]]:
 
 def _freeze_heap() -> None:
     """After warm-up: move everything alive to the permanent generation, so the collections
-    inside the measuring windows scan only what the calls themselves allocated."""
+    during the measuring windows scan only what the calls themselves allocated."""
     gc.collect()
     gc.freeze()
 
