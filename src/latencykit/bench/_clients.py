@@ -343,7 +343,7 @@ def make_sender(target: TargetSpec, strategy: dict[str, str]) -> Sender:
     """The sender for a strategy's ``client``, ``call``, ``cache``, ``retry`` and ``http`` levers."""
     client, call = strategy.get("client", "latencykit"), strategy.get("call", "stream")
     retry = strategy.get("retry", "on") == "on"
-    http = strategy.get("http", "httpx")
+    http = strategy.get("http", "httpx")  # resolve_levers fills it; direct callers may leave it out
     if client == "latencykit":
         return _LatencykitSender(target, call, strategy.get("cache", "auto"), retry, http)
     if client == "sdk":

@@ -46,7 +46,7 @@ the SDK client's HTTP backend: its default httpx transport, or the SDK's own
 
 def resolve_levers(strategy: dict[str, str]) -> dict[str, str]:
     """The sender configuration a strategy means (``stream`` expanded)."""
-    out = {"client": "latencykit", "call": "stream", "cache": "auto", "retry": "on"}
+    out = {"client": "latencykit", "call": "stream", "cache": "auto", "retry": "on", "http": "httpx"}
     out.update({k: v for k, v in strategy.items() if k != "stream"})
     if strategy.get("stream") == "as-asked":
         out["client"] = "sdk"
@@ -328,7 +328,7 @@ def diagnose(cell: Cell) -> list[str]:
                   f"the client processes used {used:.2f} of this machine's {cpus} cores, so more workers cannot help "
                   "here: fewer streams, or a machine with more cores")  # fmt: skip
         levers = resolve_levers(cell.strategy)
-        if levers["client"] != "thin" and levers.get("http", "httpx") == "httpx":
+        if levers["client"] != "thin" and levers["http"] == "httpx":
             advice += ("; the SDK's own aiohttp backend (--matrix http=aiohttp) reads streams with about a third "
                        "less client CPU")  # fmt: skip
         out.append("client-bound: " + "; ".join(dict.fromkeys(bound)) +
