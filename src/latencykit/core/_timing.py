@@ -49,8 +49,7 @@ class CallTimer:
         "_sink",
         "_t0",
         "_first_event",
-        "_first_token",
-        "_last_token",
+        "_stamps",
         "_gaps",
         "_terminal_at",
         "_done",
@@ -64,8 +63,8 @@ class CallTimer:
         self._clock = clock
         self._sink = sink
         self._first_event: Optional[float] = None
-        self._first_token: Optional[float] = None
-        self._last_token: Optional[float] = None
+        self._stamps: list[float] = []
+        """When each token-bearing event arrived (gaps and TTFT are derived once, at the end)."""
         self._gaps: list[float] = []
         self._terminal_at: Optional[float] = None
         self._done = False
@@ -77,27 +76,24 @@ class CallTimer:
         """Note one event from the stream; ``token`` says whether it carries generated output."""
         now = self._clock()
         if token:
-            last = self._last_token
-            if last is not None:
-                self._gaps.append(now - last)
-                self._last_token = now
-                return
-            self._first_token = now
-            self._last_token = now
-        if self._first_event is None:
+            self._stamps.append(now)
+        elif self._first_event is None:
             self._first_event = now
 
     def token(self) -> None:
-        """`event` for an event known to carry a token (the common case, without its branches)."""
-        now = self._clock()
-        last = self._last_token
-        self._last_token = now
-        if last is not None:
-            self._gaps.append(now - last)
-            return
-        self._first_token = now
-        if self._first_event is None:
-            self._first_event = now
+        """`event` for an event known to carry a token (the common case: one clock read, one append)."""
+        self._stamps.append(self._clock())
+
+    @property
+    def stamp(self) -> Callable[[float], None]:
+        """Appends one token arrival time (``stamp(clock())`` is `token` without a method call;
+        a tap reads it once per call, for its hottest path). Stays valid across attempts."""
+        return self._stamps.append
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this timer reads."""
+        return self._clock
 
     def new_attempt(self) -> None:
         """A (re)try starts: what an abandoned attempt saw is forgotten, the call start is kept.
@@ -108,8 +104,8 @@ class CallTimer:
         now = self._clock()
         if self._attempt_started is not None:
             self.record.attempts += 1
-            self._first_event = self._first_token = self._last_token = self._terminal_at = None
-            self._gaps = []
+            self._first_event = self._terminal_at = None
+            self._stamps.clear()  # in place: a tap may hold its ``append``
         self._attempt_started = now
 
     def attempt_elapsed(self) -> float:
@@ -124,7 +120,7 @@ class CallTimer:
 
     @property
     def gaps(self) -> list[float]:
-        """Gaps between token-bearing events so far (sorted once finalized; cleared after the sink ran)."""
+        """Gaps between token-bearing events, sorted (set when finalized; cleared after the sink ran)."""
         return self._gaps
 
     @property
@@ -135,7 +131,7 @@ class CallTimer:
     @property
     def saw_token(self) -> bool:
         """Whether any token-bearing event has arrived (content reached the caller)."""
-        return self._first_token is not None
+        return bool(self._stamps)
 
     @property
     def saw_terminal(self) -> bool:
@@ -149,7 +145,7 @@ class CallTimer:
             self._finish("completed")
         else:
             self._finish(
-                "interrupted" if self._first_token is not None else "error",
+                "interrupted" if self._stamps else "error",
                 "IncompleteStreamError",
             )
 
@@ -169,7 +165,7 @@ class CallTimer:
             return
         self._terminal_at = None
         self._finish(
-            "interrupted" if self._first_token is not None else "error",
+            "interrupted" if self._stamps else "error",
             getattr(exc, "_lk_error_type", None) or type(exc).__name__,
         )
 
@@ -192,6 +188,9 @@ class CallTimer:
             logger.exception("latencykit: failed to finalize a call record")
         finally:
             self._gaps = []
+            stamps = self._stamps
+            if len(stamps) > 2:  # keep what saw_token needs, not one float per token
+                self._stamps = [stamps[0], stamps[-1]]
 
     def _fill(self, outcome: Outcome, error_type: Optional[str], end: float) -> None:
         rec = self.record
@@ -200,24 +199,29 @@ class CallTimer:
         if error_type is not None and rec.error_type is None:
             rec.error_type = error_type
         rec.e2e = end - t0
-        if self._first_event is not None:
-            rec.ttfb = self._first_event - t0
-        first, last = self._first_token, self._last_token
-        if first is not None and last is not None:
+        stamps = self._stamps
+        first_event = self._first_event
+        if stamps and (first_event is None or stamps[0] < first_event):
+            first_event = stamps[0]
+        if first_event is not None:
+            rec.ttfb = first_event - t0
+        if stamps:
+            first, last = stamps[0], stamps[-1]
             rec.ttft = first - t0
             rec.decode_time = last - first
             n = rec.output_tokens
             if n is not None and n >= 2:
                 rec.tpot = (last - first) / (n - 1)
-        gaps = self._gaps
-        rec.chunks = len(gaps) + (1 if first is not None else 0)
-        if gaps:
+        rec.chunks = len(stamps)
+        if len(stamps) > 1:
+            gaps = [b - a for a, b in zip(stamps, stamps[1:])]
             gaps.sort()
             k = len(gaps)
             rec.chunk_gap_mean = sum(gaps) / k
             rec.chunk_gap_p50 = _quantile_sorted(gaps, 0.50)
             rec.chunk_gap_p95 = _quantile_sorted(gaps, 0.95)
             rec.chunk_gap_max = gaps[-1]
+            self._gaps = gaps
 
 
 def _no_sink(rec: CallRecord) -> None:

@@ -20,7 +20,7 @@ class Tap:
     stream holds the tap, and a back-reference would keep the stream alive.
     """
 
-    __slots__ = ("timer", "texts", "tools", "usage")
+    __slots__ = ("timer", "texts", "tools", "usage", "_stamp", "_now")
 
     connection_error: ClassVar[type] = ConnectionError
     """The SDK's ``APIConnectionError``, raised for broken or truncated streams."""
@@ -36,6 +36,10 @@ class Tap:
         self.texts: list[str] = []
         self.tools: dict[str, list[str]] = {}
         self.usage: Any = None
+        # The hottest path (one token-bearing event): ``self._stamp(self._now())`` is
+        # ``timer.token()`` without a method call per event.
+        self._stamp = timer.stamp
+        self._now = timer.clock
 
     def __call__(self, event: Any) -> bool:
         """Observe ``event``; return whether it should reach the caller."""

@@ -74,28 +74,28 @@ class AnthropicTap(Tap):
         self._tool_ids: dict[int, str] = {}
 
     def __call__(self, event: Any) -> bool:
-        timer = self.timer
         kind = event.type
-        if kind == "content_block_delta":
+        if kind == "content_block_delta":  # the hot path: nothing read that it does not need
             delta = event.delta
             dtype = delta.type
             if dtype == "text_delta":  # the common case first
                 text = delta.text
                 if text:
                     self.texts.append(text)
-                    timer.token()
+                    self._stamp(self._now())
                 else:
-                    timer.event(False)
+                    self.timer.event(False)
             elif dtype == "input_json_delta":
                 piece = delta.partial_json
                 if piece:
                     key = self._tool_ids.get(event.index) or str(event.index)
                     self.tools.setdefault(key, []).append(piece)
-                timer.event(bool(piece))
+                self.timer.event(bool(piece))
             else:
                 field = _TOKEN_FIELD.get(dtype)
-                timer.event(field is not None and bool(getattr(delta, field, None)))
+                self.timer.event(field is not None and bool(getattr(delta, field, None)))
             return True
+        timer = self.timer
         timer.event(False)
         if kind == "content_block_start":
             block = event.content_block
