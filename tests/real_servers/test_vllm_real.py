@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 from anthropic.types import Message
@@ -53,13 +53,32 @@ def test_non_stream_create_is_streamed_and_reassembled(client: VLLM) -> None:
     assert rec.ttft is not None and rec.ttft < (rec.e2e or 0)
 
 
+def engine_prefill(client: VLLM) -> Callable[[Callable[[], Any]], Optional[float]]:
+    """Wraps a call in two scrapes and returns the engine's prefill time for it (``request_prefill_time``)."""
+
+    def measure(call: Callable[[], Any]) -> Optional[float]:
+        before = client.metrics()
+        call()
+        return MetricsWindow([before, client.metrics()]).mean("prefill_time")
+
+    return measure
+
+
 def test_repeated_prefix_is_cached_and_warm_ttft_is_below_cold(client: VLLM, vllm_server: Server) -> None:
-    """~3000-token prefix: warm calls read whole 128-token blocks of it; cold calls write them; TTFT ratio."""
+    """~3000-token prefix: warm calls read whole 128-token blocks of it; cold calls write them; TTFT ratio.
+
+    One output token per call, so that TTFT is the prefill and its delivery alone: with 16, a CI
+    run on 2 shared cores saw 5 of 6 warm answers reach the client in one burst at the end of
+    decoding (TTFT ~90 ms, TPOT 0.3 ms, the cache read), which put the fastest-of-each ratio at
+    1.61 although the engine's own prefill was cut several times over. The engine's prefill time
+    (``/metrics``, around each call) is checked as well: it is what the cache saves, untouched by
+    the API process and the client sharing the cores.
+    """
     before = client.metrics()
-    # 6 pairs: vLLM's API process (render + tokenize, inside the client's TTFT, outside the
-    # engine's) stalls some calls by ~100 ms on 2 shared cores; the fastest of 6 of each kind
+    # 8 pairs: vLLM's API process (render + tokenize, inside the client's TTFT, outside the
+    # engine's) stalls some calls by ~100 ms on 2 shared cores; the fastest of 8 of each kind
     # is what cold and warm cost (with 3, one CI run's fastest warm call was a stalled one: 1.95x).
-    res = cold_warm(client, counter(vllm_server), 3000, reps=6)
+    res = cold_warm(client, counter(vllm_server), 3000, reps=8, max_tokens=1, server_time=engine_prefill(client))
     after = client.metrics()
     for rec, k in zip(res["warm"], res["prefix_tokens"]):
         assert rec.cache_read_tokens is not None and rec.cache_read_tokens >= k - 256
@@ -72,6 +91,9 @@ def test_repeated_prefix_is_cached_and_warm_ttft_is_below_cold(client: VLLM, vll
     assert window.delta("prompt_tokens_cached") == sum(r.cache_read_tokens or 0 for r in calls)
     REPORT["vllm_cold_warm"] = {k: v for k, v in res.items() if k not in ("cold", "warm")}
     REPORT["vllm_server_ttft_mean_ms_window"] = round((window.mean("ttft") or 0) * 1000, 1)
+    # Engine prefill of ~3000 tokens vs ~60 uncached ones: 8.9-11.7x in local runs.
+    assert res["server_ratio"] >= 3.0, res
+    # Client TTFT, fastest of each: 4.2-5.0x in local runs (API process and HTTP add ~12 ms to both).
     assert res["ratio"] >= 1.8, res
 
 
