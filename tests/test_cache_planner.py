@@ -372,6 +372,48 @@ def test_an_edit_in_place_is_seen() -> None:
     assert rec.extra["cache_changed_segment"] == "system" and rec.extra["cache_changed_offset"] == 96
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda schema: schema["properties"]["limit"].__setitem__("type", "number"),  # a nested string
+        lambda schema: schema.__setitem__("additionalProperties", False),  # a key added
+        lambda schema: schema["properties"]["limit"].__setitem__("default", 1),  # then True below
+    ],
+    ids=["nested-string", "added-key", "int-then-bool"],
+)
+def test_a_tool_schema_edited_in_place_is_seen(edit: Any) -> None:
+    """Tool schemas are keyed by content (through ``marshal``), not identity: an edit in place
+    between calls changes the tools' print, and ``True`` is not ``1``."""
+    policy = lk.CachePolicy(secret=SECRET)
+    req = agent()
+    plan(req, policy)
+    plan(req, policy)
+    schema = req["tools"][0]["input_schema"]
+    edit(schema)
+    if schema["properties"]["limit"].get("default") == 1:
+        plan(req, policy)
+        schema["properties"]["limit"]["default"] = True
+    _, finish = policy("messages", req)
+    rec = lk.CallRecord(provider="anthropic", operation="chat", request_model=MODEL)
+    rec.cache_read_tokens, rec.cache_write_tokens = 0, 100
+    assert finish is not None
+    finish(rec)
+    assert rec.extra["cache_changed_segment"] == "tools"
+
+
+def test_a_tool_holding_an_sdk_model_is_planned() -> None:
+    """A tool whose schema holds something ``marshal`` cannot take (an SDK model) still gets its marker."""
+    from pydantic import BaseModel
+
+    class Schema(BaseModel):
+        type: str = "object"
+
+    req = agent()
+    req["tools"][0] = {**req["tools"][0], "input_schema": Schema()}
+    sent = plan(req)
+    assert sent["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
 def _holds(o: Any, needle: str, seen: set[int]) -> bool:
     """Whether ``o`` reaches a string containing ``needle`` through containers and attributes."""
     if id(o) in seen or isinstance(o, (int, float, bytes, type(None))) or callable(o) and not hasattr(o, "__dict__"):

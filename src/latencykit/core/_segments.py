@@ -23,6 +23,7 @@ such requests as given.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -157,6 +158,11 @@ class Block(NamedTuple):
     """Whether a ``cache_control`` may be put on it (not thinking blocks, not empty text)."""
     length: int = 0
     """Characters of its canonical text (to turn a chunk index into a segment offset)."""
+
+
+_marshal = marshal.dumps
+_new_block = tuple.__new__
+"""``_new_block(Block, fields)``: a `Block` without the Python-level ``__new__`` of a NamedTuple."""
 
 
 class SegmentPrint(NamedTuple):
@@ -363,6 +369,21 @@ def _content_key(raw: Any) -> Any:
         return None
 
 
+def _tool_key(raw: Any) -> Any:
+    """`_content_key` of a tool: its schema (small, nested) folded through ``marshal`` in C.
+
+    Equal bytes mean equal values of equal types, so equal canonical text; unequal bytes for
+    equal values (key order, say) only cost a memo miss. Only for tools: a nested image or
+    document source would be copied whole, where `_fold` hashes its string once.
+    """
+    if type(raw) is not dict:
+        return _content_key(raw)
+    try:
+        return hash(tuple([(k, hash(v) if type(v) is str else hash(_marshal(v, 0))) for k, v in raw.items() if k != "cache_control"]))
+    except (ValueError, TypeError):  # not marshallable (an SDK model inside): fold it
+        return _content_key(raw)
+
+
 class _Info(NamedTuple):
     digest: bytes
     length: int
@@ -389,12 +410,23 @@ class _Builder:
         self._digests: list[bytes] = []
         self._sizes: list[int] = []
 
-    def add(self, name: str, path: tuple[Any, ...], raw: Any, tag: tuple[Any, ...], markable: Optional[bool] = None) -> _Info:
+    def add(
+        self,
+        name: str,
+        path: tuple[Any, ...],
+        raw: Any,
+        tag: tuple[Any, ...],
+        markable: Optional[bool] = None,
+        key: Any = None,
+        content_key: Callable[[Any], Any] = _content_key,
+    ) -> _Info:
         kind = type(raw)
-        if kind is str:
-            key: Optional[tuple[Any, ...]] = (tag, hash(raw), len(raw))
+        if key is not None:
+            pass  # the caller's (a string message's flat key, see `parse`)
+        elif kind is str:
+            key = (tag, hash(raw), len(raw))
         else:
-            content = _content_key(raw)
+            content = content_key(raw)
             key = None if content is None else (tag, content)
         memo = self.memo
         info: Optional[_Info] = None if key is None else (memo.new.get(key) or memo.get(key))
@@ -419,18 +451,6 @@ class _Builder:
         self._append(name, path, info, marker, info.markable if markable is None else markable)
         return info
 
-    def add_text(self, name: str, path: tuple[Any, ...], raw: str, tag: tuple[Any, ...]) -> None:
-        """`add` for a message whose content is a string (an agent's history): one look-up when seen before."""
-        memo = self.memo
-        key = (tag, hash(raw), len(raw))
-        info: Optional[_Info] = memo.new.get(key) or memo.get(key)
-        if info is None or not self.default_estimate:
-            self.add(name, path, raw, tag, bool(raw))
-            return
-        self.chars += info.chars
-        self.fixed += info.fixed
-        self._append(name, path, info, None, info.markable)
-
     def _append(self, name: str, path: tuple[Any, ...], info: _Info, marker: Optional[str], markable: bool) -> None:
         """The block itself, its segment's start, digest and size (the running totals already include it)."""
         if name != self._name:
@@ -439,7 +459,7 @@ class _Builder:
         self._digests.append(info.digest)
         self._sizes.append(info.length)
         self.blocks.append(
-            Block(name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, marker, markable, info.length)
+            _new_block(Block, (name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, marker, markable, info.length))
         )
 
     def segments(self) -> list[SegmentPrint]:
@@ -447,7 +467,8 @@ class _Builder:
         digests, sizes, starts = self._digests, self._sizes, self._starts
         ends = [start for _, start in starts[1:]]
         ends.append(len(digests))
-        return [SegmentPrint(name, tuple(digests[a:b]), a, tuple(sizes[a:b])) for (name, a), b in zip(starts, ends)]
+        new = _new_block  # tuple.__new__: no Python-level NamedTuple __new__ per segment
+        return [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts, ends)]
 
 
 def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:
@@ -478,6 +499,47 @@ def _message_name(m: int) -> str:
     return _MESSAGE_NAMES[m] if m < 1024 else f"message {m}"
 
 
+def _messages(b: _Builder, items: Sequence[Any]) -> None:
+    """The blocks of Anthropic ``messages`` into ``b``.
+
+    A message whose content is a string (an agent's history) takes one flat memo key and,
+    when seen before, no call at all; the running totals live in locals, written back to
+    ``b`` around each `_Builder.add`.
+    """
+    add, memo, memo_new, default_estimate = b.add, b.memo, b.memo.new, b.default_estimate
+    blocks, starts, digests, sizes = b.blocks, b._starts, b._digests, b._sizes
+    chars, fixed = b.chars, b.fixed
+    for m, message in enumerate(items):
+        if type(message) is not dict:
+            message = message if isinstance(message, Mapping) else _dump(message)
+        role = message.get("role")
+        name = _MESSAGE_NAMES[m] if m < 1024 else f"message {m}"
+        fixed += PER_MESSAGE_TOKENS
+        content = message.get("content")
+        if type(content) is str:
+            flat = ("m", m, role, hash(content), len(content))
+            info = memo_new.get(flat) or memo.get(flat)
+            if info is not None and default_estimate:
+                chars += info.chars
+                fixed += info.fixed
+                starts.append((name, len(blocks)))
+                digests.append(info.digest)
+                sizes.append(info.length)
+                blocks.append(
+                    _new_block(Block, (name, ("messages", m), info.digest, -(-chars // CHARS_PER_TOKEN) + fixed, None, info.markable, info.length))
+                )
+                b._name = name
+                continue
+            b.chars, b.fixed = chars, fixed
+            add(name, ("messages", m), content, ("m", m, role), bool(content), flat)
+        else:
+            b.chars, b.fixed = chars, fixed
+            for j, block in enumerate(_seq(content, "message content")):
+                add(name, ("messages", m, j), block, ("m", m, role, j))
+        chars, fixed = b.chars, b.fixed
+    b.chars, b.fixed = chars, fixed
+
+
 def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Estimator = block_size) -> Shape:
     """Take ``request`` (keyword arguments of ``messages.create`` / ``chat.completions.create`` /
     ``responses.create``) apart into a `Shape`; raises `Unsupported` on shapes it does not know."""
@@ -485,11 +547,11 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
     if not isinstance(model, str):
         raise Unsupported("model is not a string")
     b = _Builder(fp, estimate)
-    add, add_text = b.add, b.add_text
+    add = b.add
     tools = request.get("tools")
     tools = _seq(tools, "tools") if isinstance(tools, (list, tuple)) and tools else ()
     for i, tool in enumerate(tools):
-        add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping))
+        add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping), None, _tool_key)
     system_sizes: list[int] = []
     context = b""
     key = "messages"
@@ -514,10 +576,12 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
             items = [raw] if single else _seq(raw, "input")
         else:
             items = _seq(request.get("messages"), "messages")
-    leading = True
-    for m, message in enumerate(items):
-        is_dict = type(message) is dict
-        if api != "messages":
+    if api == "messages":
+        _messages(b, items)
+    else:
+        leading = True
+        for m, message in enumerate(items):
+            is_dict = type(message) is dict
             if not (is_dict or isinstance(message, (str, Mapping)) or hasattr(message, "model_dump")):
                 raise Unsupported(f"input item of type {type(message).__name__}")
             role = message.get("role") if is_dict else _get(message, "role")
@@ -526,18 +590,6 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
             info = add("system" if leading else _message_name(m), (key,) if single else (key, m), message, ("m", m, role), False)
             if leading:
                 system_sizes.append(info.length)
-            continue
-        if not is_dict:
-            message = message if isinstance(message, Mapping) else _dump(message)
-        role = message.get("role")
-        name = _message_name(m)
-        b.fixed += PER_MESSAGE_TOKENS
-        content = message.get("content")
-        if type(content) is str:
-            add_text(name, ("messages", m), content, ("m", m, role))
-            continue
-        for j, block in enumerate(_seq(content, "message content")):
-            add(name, ("messages", m, j), block, ("m", m, role, j))
     top = request.get("cache_control") if api == "messages" else None
     top_ttl = marker_ttl({"cache_control": top}) if isinstance(top, Mapping) else None
     segments = (SegmentPrint("model", (fp.link(b"model", model.encode()),), -1, (len(model),)), *b.segments())
