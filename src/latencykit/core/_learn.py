@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
-from ._segments import CHUNK_CHARS, SegmentPrint, Shape, message_segments
+from ._segments import CHUNK_CHARS, SegmentPrint, Shape, common_prefix, message_segments
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,7 +93,7 @@ class Prints:
 
 
 def _first_difference(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> int:
-    return next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
+    return common_prefix(old, new)
 
 
 def diff(
@@ -112,7 +112,9 @@ def diff(
     is the offset of the changed block's start.
     """
     before: Optional[dict[str, SegmentPrint]] = None
-    for k, seg in enumerate(shape.segments):
+    same = common_prefix(previous, shape.segments)  # equal segments at equal positions: no change
+    for k in range(same, len(shape.segments)):
+        seg = shape.segments[k]
         # Segments usually sit where they sat in the previous call: compare by position first.
         old: Optional[SegmentPrint] = previous[k] if k < len(previous) else None
         if old is None or old.name != seg.name:
@@ -151,7 +153,8 @@ def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position
     """Where the messages first differ from the previous call's, counted from the newest; ``None``
     when they extend (a conversation) or repeat the previous call's messages."""
     old, new = message_segments(previous), message_segments(shape.segments)
-    for k, seg in enumerate(new):
+    for k in range(common_prefix(old, new), len(new)):
+        seg = new[k]
         if k >= len(old):
             return None
         if old[k].blocks != seg.blocks:

@@ -51,11 +51,8 @@ class Ledger:
         """`state` of each fingerprint, read under one lock."""
         now = self.clock() if now is None else now
         with self._lock:
-            out: list[Optional[EntryState]] = []
-            for fp in fingerprints:
-                entry = self._entries.get(fp)
-                out.append(None if entry is None else ("live" if entry.expires_at > now else "expired"))
-            return out
+            entries = list(map(self._entries.get, fingerprints))
+        return [None if e is None else ("live" if e.expires_at > now else "expired") for e in entries]
 
     def write(self, fingerprint: bytes, ttl: float, now: Optional[float] = None) -> None:
         """Record that ``fingerprint`` was cached for ``ttl`` seconds from ``now``."""

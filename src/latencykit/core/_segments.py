@@ -220,9 +220,7 @@ class Shape:
         start = 0
         if known is not None:
             old_digests, old_states = known
-            n = min(len(old_digests), len(digests))
-            while start < n and old_digests[start] == digests[start]:
-                start += 1
+            start = common_prefix(old_digests, digests)
             out.extend(old_states[:start])
         if start:
             state = out[-1]
@@ -268,6 +266,27 @@ class Shape:
             found = {s.name: s for s in self.segments}
             object.__setattr__(self, "_segmap", found)
         return found
+
+
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` (tuples) share, found by comparing slices in C.
+
+    A family's next call usually repeats all but its last few blocks or segments: the first
+    comparison settles that, the rest is a bisection, never a Python loop over the items.
+    """
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    if n > 1 and a[: n - 1] == b[: n - 1]:
+        return n - 1
+    lo, hi = 0, n - 1  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def message_segments(segments: tuple[SegmentPrint, ...]) -> tuple[SegmentPrint, ...]:
