@@ -135,6 +135,11 @@ class _DenseStore:
         return self.min_key, self.counts[self.min_key - self.offset : self.max_key - self.offset + 1]
 
 
+def _all_floats(values: list[Any]) -> bool:
+    """Whether every item is a ``float`` (one C pass: the set of their types)."""
+    return set(map(type, values)) == {float}
+
+
 class PercentileSketch:
     """Quantiles of non-negative values within relative error α, mergeable and thread-safe."""
 
@@ -175,12 +180,18 @@ class PercentileSketch:
         """Add an array of values (>= 0, finite) in one vectorized pass; all or nothing."""
         if isinstance(values, list) and len(values) < _PENDING:
             # A call's few hundred gaps: numpy's fixed cost per call (~30 µs) would dominate,
-            # so they join the scalar buffer, checked here in one pass.
+            # so they join the scalar buffer, checked by C loops (min, sum: a NaN or an
+            # infinity makes the sum fail the comparison); a value outside is looked for
+            # one by one only when that check fails (or the sum of large values overflows).
+            if not values:
+                return
             try:
-                if not all(0.0 <= v < math.inf for v in values):  # NaN fails the comparison
-                    i = next(k for k, v in enumerate(values) if not 0.0 <= v < math.inf)
-                    raise ValueError(f"values must be finite and >= 0, got {values[i]!r} at index {i}")
-                buffered = [float(v) for v in values]
+                valid = min(values) >= 0.0 and sum(values) < math.inf
+                if not valid:
+                    bad = next((k for k, v in enumerate(values) if not 0.0 <= v < math.inf), None)
+                    if bad is not None:
+                        raise ValueError(f"values must be finite and >= 0, got {values[bad]!r} at index {bad}")
+                buffered = values if _all_floats(values) else [float(v) for v in values]
             except TypeError:
                 pass  # not plain numbers: numpy converts them (or says why not) below
             else:

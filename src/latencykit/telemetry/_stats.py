@@ -73,7 +73,11 @@ class LatencyStats:
             if value is not None and value >= 0 and (completed or metric not in _COMPLETED_ONLY):
                 self.sketches[metric].add(value)
         if gaps:
-            self.sketches["itl"].add_many([g for g in gaps if g >= 0])
+            try:
+                clean = gaps if isinstance(gaps, list) and min(gaps) >= 0 else [g for g in gaps if g >= 0]
+            except TypeError:
+                clean = [g for g in gaps if g >= 0]
+            self.sketches["itl"].add_many(clean)
         self.input_tokens += rec.input_tokens or 0
         self.output_tokens += rec.output_tokens or 0
         self.cache_read_tokens += rec.cache_read_tokens or 0
