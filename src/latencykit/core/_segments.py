@@ -467,19 +467,15 @@ class _Builder:
         marker = None if kind is str or (kind is dict and "cache_control" not in raw) else marker_ttl(raw)
         if marker is not None:
             self.markers.append((len(self.blocks), marker))
-        self._append(name, path, info, marker, info.markable if markable is None else markable)
-        return info
-
-    def _append(self, name: str, path: tuple[Any, ...], info: _Info, marker: Optional[str], markable: bool) -> None:
-        """The block itself, its segment's start, digest and size (the running totals already include it)."""
+        blocks = self.blocks
         if name != self._name:
-            self._starts.append((name, len(self.blocks)))
+            self._starts.append((name, len(blocks)))
             self._name = name
         self._digests.append(info.digest)
         self._sizes.append(info.length)
-        self.blocks.append(
-            _new_block(Block, (name, path, info.digest, -(-self.chars // CHARS_PER_TOKEN) + self.fixed, marker, markable, info.length))
-        )
+        tokens = -(-self.chars // CHARS_PER_TOKEN) + self.fixed  # the running totals include this block
+        blocks.append(_new_block(Block, (name, path, info.digest, tokens, marker, info.markable if markable is None else markable, info.length)))
+        return info
 
     def segments(self) -> list[SegmentPrint]:
         """The blocks grouped into segments (consecutive blocks with the same segment name)."""
