@@ -329,3 +329,25 @@ else:
         for v in values.tolist():
             one.add(v)
         assert one.quantile(q) == s.quantile(q)
+
+
+def test_a_calls_gaps_are_checked_in_one_pass_and_bad_ones_dropped() -> None:
+    """A call's gap list: valid floats join the buffer as they are; a NaN or negative gap is
+    dropped (as before the C-level check), an infinite one is refused; nothing else is lost."""
+    from latencykit import CallRecord
+    from latencykit.telemetry._stats import LatencyStats
+
+    stats = LatencyStats()
+    rec = CallRecord(provider="anthropic", operation="chat", request_model="m")
+    rec.outcome = "completed"
+    stats.add(rec, [0.1, 0.2, 0.3])
+    stats.add(rec, [0.1, math.nan, 0.2])  # min() skips a NaN: the sum catches it
+    stats.add(rec, [-0.5])
+    itl = stats.sketches["itl"]
+    assert itl.count == 5
+    assert itl.quantile(0.0) == pytest.approx(0.1, rel=0.02) and itl.quantile(1.0) == pytest.approx(0.3, rel=0.02)
+    sketch = PercentileSketch()
+    with pytest.raises(ValueError, match="at index 1"):
+        sketch.add_many([0.1, math.inf, 0.2])
+    sketch.add_many([1, 2.5, True])  # ints and bools are converted, not refused
+    assert sketch.count == 3

@@ -441,7 +441,7 @@ class _Builder:
     ) -> _Info:
         kind = type(raw)
         if key is not None:
-            pass  # the caller's (a string message's flat key, see `parse`)
+            pass  # the caller's (a string message's flat key, see `_messages`)
         elif kind is str:
             key = (tag, hash(raw), len(raw))
         else:

@@ -6,6 +6,8 @@ merge into the overall view and Recorders merge into one another.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..core._record import CallRecord
@@ -74,7 +76,9 @@ class LatencyStats:
                 self.sketches[metric].add(value)
         if gaps:
             try:
-                clean = gaps if isinstance(gaps, list) and min(gaps) >= 0 else [g for g in gaps if g >= 0]
+                # All valid (checked in C; a NaN fails the sum) or filtered as before.
+                valid = isinstance(gaps, list) and min(gaps) >= 0 and sum(gaps) < math.inf
+                clean = gaps if valid else [g for g in gaps if g >= 0]
             except TypeError:
                 clean = [g for g in gaps if g >= 0]
             self.sketches["itl"].add_many(clean)
