@@ -92,10 +92,6 @@ class Prints:
         self._bytes += prints.nbytes
 
 
-def _first_difference(old: tuple[bytes, ...], new: tuple[bytes, ...]) -> int:
-    return common_prefix(old, new)
-
-
 def diff(
     previous: tuple[SegmentPrint, ...],
     shape: Shape,
@@ -127,7 +123,7 @@ def diff(
             continue
         if old.blocks == seg.blocks:
             continue
-        j = _first_difference(old.blocks, seg.blocks)
+        j = common_prefix(old.blocks, seg.blocks)
         offset = sum(seg.sizes[:j])
         precise = explained_upto is None or seg.name in _LEARNABLE or seg.first_block <= explained_upto
         if precise and j < len(old.blocks) and j < len(seg.blocks):
@@ -158,7 +154,7 @@ def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position
         if k >= len(old):
             return None
         if old[k].blocks != seg.blocks:
-            return (len(new) - 1 - k, _first_difference(old[k].blocks, seg.blocks))
+            return (len(new) - 1 - k, common_prefix(old[k].blocks, seg.blocks))
     return None
 
 

@@ -6,8 +6,6 @@ merge into the overall view and Recorders merge into one another.
 
 from __future__ import annotations
 
-import math
-
 from typing import Any, NamedTuple, Optional, Sequence
 
 from ..core._record import CallRecord
@@ -75,13 +73,11 @@ class LatencyStats:
             if value is not None and value >= 0 and (completed or metric not in _COMPLETED_ONLY):
                 self.sketches[metric].add(value)
         if gaps:
+            itl = self.sketches["itl"]
             try:
-                # All valid (checked in C; a NaN fails the sum) or filtered as before.
-                valid = isinstance(gaps, list) and min(gaps) >= 0 and sum(gaps) < math.inf
-                clean = gaps if valid else [g for g in gaps if g >= 0]
-            except TypeError:
-                clean = [g for g in gaps if g >= 0]
-            self.sketches["itl"].add_many(clean)
+                itl.add_many(gaps)  # checked once there; all or nothing
+            except ValueError:
+                itl.add_many([g for g in gaps if g >= 0])  # a NaN or negative gap is dropped
         self.input_tokens += rec.input_tokens or 0
         self.output_tokens += rec.output_tokens or 0
         self.cache_read_tokens += rec.cache_read_tokens or 0
