@@ -203,6 +203,42 @@ def test_telemetry_off_and_bad_option(emu: Emulator, otel: OTel) -> None:
         lk.Anthropic(api_key="k", telemetry="yes")
 
 
+def test_nothing_is_started_until_a_provider_is_set(emu: Emulator) -> None:
+    """With no SDK configured a call starts no span and records no metric (the Recorder still
+    gets it); a global MeterProvider set later gets the next call's metrics, spans stay off."""
+    code = textwrap.dedent(
+        f"""
+        from opentelemetry import trace
+        import latencykit as lk
+        started = []
+        real = trace.ProxyTracer.start_span
+        trace.ProxyTracer.start_span = lambda self, name, *a, **k: (name.startswith("chat") and started.append(name)) or real(self, name, *a, **k)
+        client = lk.Anthropic(base_url={emu.base_url!r}, api_key="k")
+        telemetry = lk.Telemetry()
+        assert not telemetry.tracing and not telemetry.metering
+        req = dict(model="claude-sonnet-5", max_tokens=8, messages=[{{"role": "user", "content": "hi"}}])
+        client.messages.create(**req)
+        assert started == [], started
+        assert client.latency.total_calls == 1 and client.latency.last.ttft is not None
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        assert telemetry.metering and not telemetry.tracing
+        client.messages.create(**req)
+        assert started == [], started
+        data = reader.get_metrics_data()
+        names = {{m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}}
+        assert "gen_ai.client.operation.duration" in names, names
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
 def test_global_provider_configured_after_import(emu: Emulator) -> None:
     """With no providers passed, spans go to a global TracerProvider set after latencykit was imported."""
     code = textwrap.dedent(

@@ -5,8 +5,8 @@ and latencykit's own; it is the current span while the SDK sends the request, so
 Anthropic SDK's own call span nests inside it. Metrics are histograms and counters with
 the conventions' bucket boundaries (names in `_semconv`).
 
-With no SDK configured the API hands out no-op tracers and meters: a call then costs one
-non-recording span and a few no-op ``record()`` calls. Tracers and meters come from the
+With no SDK configured (no provider given, none set globally) a call starts no span and
+records no metric: it costs two look-ups of the global providers. Tracers and meters come from the
 global providers lazily (the API's proxies follow a provider configured after import), or
 from ``tracer_provider=`` / ``meter_provider=``. Prompt text is never recorded unless
 ``capture_content=True``, and then capped at ``max_content_bytes``. Nothing here raises
@@ -100,10 +100,30 @@ class Telemetry:
             inst = self._instruments = _Instruments(meter, names)
         return inst
 
+    @property
+    def tracing(self) -> bool:
+        """Whether a span could be recorded: a tracer provider was given, or one is set globally.
+
+        Before any global provider is set the API hands out its stand-in, whose spans record
+        nothing; the call then starts no span at all. Checked on every call: a provider set
+        after the client was created is followed from the next call on.
+        """
+        return self._tracer_provider is not None or not _stand_in(trace.get_tracer_provider())
+
+    @property
+    def metering(self) -> bool:
+        """Whether metrics could be recorded: a meter provider was given, or one is set globally."""
+        return self._meter_provider is not None or not _stand_in(metrics.get_meter_provider())
+
     # -- per call ------------------------------------------------------------------------
     def start(self, rec: CallRecord, request: Optional[Mapping[str, Any]] = None) -> tuple[Any, int]:
-        """Start the call's span (before the SDK is called); returns ``(span, start_ns)``."""
+        """Start the call's span (before the SDK is called); returns ``(span, start_ns)``.
+
+        The span is ``None`` when nothing could record it (see `tracing`).
+        """
         start_ns = time.time_ns()
+        if not self.tracing:
+            return None, start_ns
         try:
             n = self.names
             attributes: dict[str, Any] = {n.operation: rec.operation, n.provider: rec.provider}
@@ -125,13 +145,18 @@ class Telemetry:
             return None, start_ns
 
     def end(self, span: Any, start_ns: int, rec: CallRecord, gaps: Sequence[float]) -> None:
-        """Finish the span and record the metrics of one finished call."""
+        """Finish the span and record the metrics of one finished call (none while nothing records them)."""
+        metering = self.metering
+        if span is None and not metering:
+            return
         n = self.names
         try:
             if span is not None:
                 self._end_span(span, start_ns, rec, n)
         except Exception:
             logger.debug("latencykit: could not end a span", exc_info=True)
+        if not metering:
+            return
         try:
             self._get_instruments(n).record(rec, gaps if self.chunk_metrics else ())
         except Exception:
@@ -262,6 +287,14 @@ class _Instruments:
             self.retries.add(1, {**attrs, sc.LK_RETRY_REASON: reason})
         if rec.semantic_hit is not None:
             self.semantic.add(1, {**attrs, sc.LK_SEMANTIC_HIT: rec.semantic_hit})
+
+
+_STAND_INS = frozenset({"ProxyTracerProvider", "_ProxyMeterProvider"})
+"""The API's global providers before one is set (their tracers and meters follow a later one)."""
+
+
+def _stand_in(provider: Any) -> bool:
+    return type(provider).__name__ in _STAND_INS
 
 
 @contextmanager
