@@ -441,3 +441,46 @@ def test_the_planner_keeps_no_text() -> None:
     assert len(policy._fp._blocks.new) > 0 and len(policy._families.prints._new) > 0
     assert not _holds(policy, "PRIVATE-PROMPT", set())
     assert _holds({"x": [text]}, "PRIVATE-PROMPT", set())  # the walk does find text where there is some
+
+
+_TEXTS = st.sampled_from(["", "a", "b", "hello there", "HELLO THERE", "step one: read the file " * 40, "step two " * 300, "ünïcode ✓ " * 20])
+_CONTENT = st.one_of(
+    _TEXTS,
+    st.lists(st.builds(lambda t: {"type": "text", "text": t}, _TEXTS), min_size=1, max_size=3),
+)
+_MESSAGE = st.builds(lambda role, content: {"role": role, "content": content}, st.sampled_from(["user", "assistant"]), _CONTENT)
+_LEAD = st.sampled_from(["none", "system", "short system", "tools", "both"])
+
+
+def _request(lead: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    req: dict[str, Any] = {"model": MODEL, "max_tokens": 8, "messages": messages}
+    if lead in ("system", "both"):
+        req["system"] = agent_system()
+    if lead == "short system":
+        req["system"] = "You are terse."
+    if lead in ("tools", "both"):
+        req["tools"] = agent_tools()
+    return req
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_LEAD, st.lists(_MESSAGE, min_size=1, max_size=8), st.integers(0, 8)), min_size=2, max_size=6))
+def test_a_warm_parse_equals_a_cold_one(calls: list[tuple[str, list[dict[str, Any]], int]]) -> None:
+    """Whatever the previous requests were (a growing history, an edit, list content in between,
+    another lead), parsing with the memo and recent message runs gives exactly the Shape that
+    a fresh fingerprinter gives: reuse only ever skips work."""
+    from latencykit.core._segments import Fingerprinter, parse
+
+    warm = Fingerprinter(SECRET)
+    history: list[dict[str, Any]] = []
+    for lead, new, keep in calls:
+        history = [dict(m) for m in history[:keep]] + new  # rebuilt dicts, equal strings: as a caller resends
+        req = _request(lead, history)
+        got, want = parse("messages", req, warm), parse("messages", req, Fingerprinter(SECRET))
+        assert (got.blocks, got.segments, got.prompt_tokens, got.family, got.markers) == (
+            want.blocks, want.segments, want.prompt_tokens, want.family, want.markers,
+        )  # fmt: skip
+    if history and isinstance(history[0]["content"], str):  # an edit in place of an earlier message is seen
+        history[0]["content"] = history[0]["content"].swapcase() if history[0]["content"].strip() else "x"
+        req = _request(calls[-1][0], history)
+        assert parse("messages", req, warm).blocks == parse("messages", req, Fingerprinter(SECRET)).blocks

@@ -11,8 +11,10 @@ Cost: planning runs before every call, so a block's digest, canonical length and
 estimate are computed once per distinct content and then found again through a memo keyed
 by Python's own string hashes (SipHash, keyed per process, cached inside each ``str``
 object): a block seen before costs a few dictionary look-ups however long its text, and a
-rebuilt but equal string costs one pass at memory speed. The memo keeps hashes and
-digests, never text. Chunk prints (which locate a change to within 16 characters) are
+rebuilt but equal string costs one pass at memory speed. The leading string messages a
+request shares with a recent one of the same lead (an agent's history) are not even looked
+up one by one: their ``(role, content)`` hashes are compared in C and their blocks and
+segments taken whole (`_Run`). The memo keeps hashes and digests, never text. Chunk prints (which locate a change to within 16 characters) are
 computed by `Fingerprinter.chunks` only for blocks the learner has not seen before
 (`core._learn`).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import math
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,6 +99,8 @@ class Fingerprinter:
         self._links = _Memo(MEMO_SIZE)
         self._chains = _Memo(256)
         """Per (family, api, model, salt, context): the last request's block digests and prefix chain."""
+        self._runs = _Memo(RUNS)
+        """Per lead (blocks, characters and fixed tokens before the messages): a recent `_Run`."""
         self._mix: Any = None
 
     def digest(self, *parts: bytes, size: int = 16) -> bytes:
@@ -428,6 +433,8 @@ class _Builder:
         """``(segment name, index of its first block)``, one per segment, in order."""
         self._digests: list[bytes] = []
         self._sizes: list[int] = []
+        self._made: tuple[int, tuple[SegmentPrint, ...]] = (0, ())
+        """``(index in _starts, prints)``: segments `_messages` already made (one string message each)."""
 
     def add(
         self,
@@ -483,7 +490,14 @@ class _Builder:
         ends = [start for _, start in starts[1:]]
         ends.append(len(digests))
         new = _new_block  # tuple.__new__: no Python-level NamedTuple __new__ per segment
-        return [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts, ends)]
+        k, made = self._made
+        if not made:
+            return [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts, ends)]
+        j = k + len(made)
+        out = [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts[:k], ends[:k])]
+        out.extend(made)
+        out.extend([new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts[j:], ends[j:])])
+        return out
 
 
 def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:
@@ -514,17 +528,81 @@ def _message_name(m: int) -> str:
     return _MESSAGE_NAMES[m] if m < 1024 else f"message {m}"
 
 
+class _Run(NamedTuple):
+    """The leading string messages of a recent request and what `_messages` made of them.
+
+    ``prints`` holds ``(hash of role, hash of content, length)`` of each — Python's own
+    string hashes, as the memo keys — never text; the rest are the per-message results.
+    """
+
+    prints: tuple[tuple[int, int, int], ...]
+    blocks: tuple[Block, ...]
+    starts: tuple[tuple[str, int], ...]
+    digests: tuple[bytes, ...]
+    sizes: tuple[int, ...]
+    totals: tuple[tuple[int, int], ...]
+    """``(chars, fixed)`` running totals after each message."""
+    segments: tuple[SegmentPrint, ...]
+
+
+RUNS = 16
+"""Recent message runs kept per `Fingerprinter` (one per distinct lead: tools and system)."""
+_content_of = operator.itemgetter("content")
+_role_of = operator.itemgetter("role")
+
+
+def _string_prints(items: Sequence[Any]) -> Optional[tuple[tuple[int, int, int], ...]]:
+    """``(hash(role), hash(content), len(content))`` of the leading messages whose role and
+    content are strings, computed in C (``map``); ``None`` when the messages are not dicts."""
+    try:
+        contents = list(map(_content_of, items))
+        roles = list(map(_role_of, items))
+    except (TypeError, KeyError):  # SDK models, a message without content: the general path
+        return None
+    n = len(contents)
+    kinds = list(map(type, contents))
+    if kinds.count(str) != n:
+        n = kinds.index(next(k for k in kinds if k is not str))
+    kinds = list(map(type, roles[:n]))
+    if kinds.count(str) != n:
+        n = kinds.index(next(k for k in kinds if k is not str))
+    return tuple(zip(map(hash, roles[:n]), map(hash, contents[:n]), map(len, contents[:n])))
+
+
 def _messages(b: _Builder, items: Sequence[Any]) -> None:
     """The blocks of Anthropic ``messages`` into ``b``.
 
-    A message whose content is a string (an agent's history) takes one flat memo key and,
-    when seen before, no call at all; the running totals live in locals, written back to
-    ``b`` around each `_Builder.add`.
+    The leading messages whose role and string content print the same as those of a recent
+    request with the same lead (tools and system) — an agent's history, few-shot examples —
+    are taken from it whole, found by comparing the prints in C. After them, a message whose
+    content is a string takes one flat memo key and, when seen before, no call at all; the
+    running totals live in locals, written back to ``b`` around each `_Builder.add`.
     """
     add, memo, memo_new, default_estimate = b.add, b.memo, b.memo.new, b.default_estimate
     blocks, starts, digests, sizes = b.blocks, b._starts, b._digests, b._sizes
     chars, fixed = b.chars, b.fixed
-    for m, message in enumerate(items):
+    runs = b.fp._runs
+    lead = (len(blocks), chars, fixed)
+    lead_starts = len(starts)
+    prints = _string_prints(items) if default_estimate else None
+    start = 0
+    totals: list[tuple[int, int]] = []
+    run: Optional[_Run] = None
+    if prints:
+        run = runs.get(lead)
+        if run is not None:
+            start = common_prefix(run.prints, prints)
+            if start:
+                blocks.extend(run.blocks[:start])
+                starts.extend(run.starts[:start])
+                digests.extend(run.digests[:start])
+                sizes.extend(run.sizes[:start])
+                totals.extend(run.totals[:start])
+                chars, fixed = totals[-1]
+                b._name = starts[-1][0]
+    plain = start  # messages so far that are one string block each
+    for m in range(start, len(items)):
+        message = items[m]
         if type(message) is not dict:
             message = message if isinstance(message, Mapping) else _dump(message)
         role = message.get("role")
@@ -544,15 +622,40 @@ def _messages(b: _Builder, items: Sequence[Any]) -> None:
                     _new_block(Block, (name, ("messages", m), info.digest, -(-chars // CHARS_PER_TOKEN) + fixed, None, info.markable, info.length))
                 )
                 b._name = name
-                continue
-            b.chars, b.fixed = chars, fixed
-            add(name, ("messages", m), content, ("m", m, role), bool(content), flat)
+            else:
+                b.chars, b.fixed = chars, fixed
+                add(name, ("messages", m), content, ("m", m, role), bool(content), flat)
+                chars, fixed = b.chars, b.fixed
+            if plain == m:
+                plain += 1
+                totals.append((chars, fixed))
         else:
             b.chars, b.fixed = chars, fixed
             for j, block in enumerate(_seq(content, "message content")):
                 add(name, ("messages", m, j), block, ("m", m, role, j))
-        chars, fixed = b.chars, b.fixed
+            chars, fixed = b.chars, b.fixed
     b.chars, b.fixed = chars, fixed
+    if not prints:
+        return
+    reused = run.segments[:start] if run is not None else ()
+    plain = min(plain, len(prints))
+    if plain > start:
+        first, end = lead[0], lead[0] + plain
+        new = _new_block
+        made = (*reused, *[
+            new(SegmentPrint, (name, (digest,), i, (size,)))
+            for (name, i), digest, size in zip(starts[lead_starts + start : lead_starts + plain], digests[first + start : end], sizes[first + start : end])
+        ]) if start else tuple([
+            new(SegmentPrint, (name, (digest,), i, (size,)))
+            for (name, i), digest, size in zip(starts[lead_starts : lead_starts + plain], digests[first:end], sizes[first:end])
+        ])  # fmt: skip
+        runs.put(lead, _Run(
+            prints[:plain], tuple(blocks[first:end]), tuple(starts[lead_starts : lead_starts + plain]),
+            tuple(digests[first:end]), tuple(sizes[first:end]), tuple(totals[:plain]), made,
+        ))  # fmt: skip
+        b._made = (lead_starts, made)
+    elif start:
+        b._made = (lead_starts, reused)
 
 
 def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Estimator = block_size) -> Shape:
