@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from ._segments import CHUNK_CHARS, SegmentPrint, Shape, common_prefix, message_segments
@@ -257,12 +258,21 @@ class Families:
         prints = self.prints
         state = self._states.get(shape.family)  # read without the lock: a stale view costs a recomputation
         dynamic = state.dynamic if state is not None else {}
-        seen = {d for s in state.last for d in s.blocks} if state is not None and dynamic else set()
         kept, older = prints._new, prints._old
-        return tuple([
-            i for i, block in enumerate(shape.blocks)
-            if block.digest not in kept and block.digest not in older and (block.segment not in dynamic or block.digest in seen)
-        ])  # fmt: skip
+        digests = shape.digests
+        # The few digests not kept yet, found in C; their positions only if no digest repeats.
+        new = list(filterfalse(older.__contains__, filterfalse(kept.__contains__, digests)))
+        if not new:
+            return ()
+        blocks = shape.blocks
+        if len(set(digests)) == len(digests):
+            found = sorted(map(digests.index, new))
+        else:
+            found = [i for i, d in enumerate(digests) if d not in kept and d not in older]
+        if not dynamic or state is None:
+            return tuple(found)
+        seen = {d for s in state.last for d in s.blocks}
+        return tuple([i for i in found if blocks[i].segment not in dynamic or digests[i] in seen])
 
     def _print(self, shape: Shape, text: Callable[[int], str], indices: Sequence[int]) -> None:
         prints, blocks, chunks = self.prints, shape.blocks, shape._fp.chunks

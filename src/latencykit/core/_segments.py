@@ -166,6 +166,10 @@ class Block(NamedTuple):
 
 
 _marshal = marshal.dumps
+_digest_of = operator.itemgetter(2)
+"""``Block.digest`` (its third field), for ``map`` in C."""
+_name_of = operator.itemgetter(0)
+"""``SegmentPrint.name``."""
 _new_block = tuple.__new__
 """``_new_block(Block, fields)``: a `Block` without the Python-level ``__new__`` of a NamedTuple."""
 
@@ -205,6 +209,14 @@ class Shape:
     markers: tuple[tuple[int, str], ...] = ()
     """The caller's ``(block index, ttl)`` markers, top-level one excluded."""
     _fp: Fingerprinter = field(default_factory=lambda: Fingerprinter(b"-"), repr=False, compare=False)
+    _digests: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def digests(self) -> tuple[bytes, ...]:
+        """The digest of each block, in order (kept from parsing)."""
+        if len(self._digests) != len(self.blocks):
+            object.__setattr__(self, "_digests", tuple(map(_digest_of, self.blocks)))
+        return self._digests
 
     def prefixes(self, salt: str = "") -> tuple[bytes, ...]:
         """Cumulative fingerprint of the prefix ending at each block (``salt``: e.g. a ``prompt_cache_key``).
@@ -215,7 +227,7 @@ class Shape:
         """
         fp = self._fp
         head = (self.family, self.api, self.model, salt, self.context)
-        digests = tuple([b.digest for b in self.blocks])
+        digests = self.digests
         first = self.segments_start  # index in `blocks` of the first message block
         known: Optional[tuple[tuple[bytes, ...], tuple[bytes, ...]]] = fp._chains.get(head)
         if known is not None and known[0] == digests:
@@ -268,7 +280,7 @@ class Shape:
     def _segment_map(self) -> dict[str, SegmentPrint]:
         found: Optional[dict[str, SegmentPrint]] = self.__dict__.get("_segmap")
         if found is None:
-            found = {s.name: s for s in self.segments}
+            found = dict(zip(map(_name_of, self.segments), self.segments))
             object.__setattr__(self, "_segmap", found)
         return found
 
@@ -715,6 +727,7 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
         api=api, model=model, blocks=tuple(b.blocks), segments=segments,
         family=_family(fp, api, tools, system_sizes), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
         messages=len(items), top_level=top_ttl, context=context, markers=tuple(b.markers), _fp=fp,
+        _digests=tuple(b._digests),
     )  # fmt: skip
 
 

@@ -84,7 +84,11 @@ def _common_reason(
     change: Optional[Change],
     previous_marked: int,
 ) -> tuple[Optional[str], Optional[Change]]:
-    far = max((q for q in range(min(upto + 1, len(states))) if states[q] is not None), default=-1)
+    far = -1
+    for q in range(min(upto, len(states) - 1), -1, -1):  # from the end: the furthest entry is usually near it
+        if states[q] is not None:
+            far = q
+            break
     if far > read:
         return (TTL_EXPIRED if states[far] == "expired" else BEYOND_LOOKBACK), None
     # A different newest message is the dynamic tail of the request, not a change of its prefix.

@@ -13,9 +13,11 @@ Nothing here raises into the call: odd shapes are sent as given.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections.abc import Mapping
+from itertools import compress, repeat
 from typing import Any, Callable, Literal, Optional, Union
 
 from ..core._breakpoints import BreakpointPlanner, PlanContext, Strategy, apply_markers, plan_markers
@@ -131,7 +133,7 @@ class CachePolicy:
         mins = min_cacheable_tokens(shape.model, self.min_tokens)
         wanted: list[int] = []
         if self.strategy is not None:
-            written = frozenset(i for i, s in enumerate(states) if s == "live")
+            written = frozenset(compress(range(len(states)), map(operator.eq, states, repeat("live"))))
             try:
                 wanted = list(self.strategy(PlanContext(shape, mins, dynamic, written)))
             except Exception:
