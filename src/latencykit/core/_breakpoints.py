@@ -84,7 +84,7 @@ class BreakpointPlanner:
             message = self._message_marker(shape, dyn)
             if message is not None:
                 wanted.append(message)
-                cached = max((p for p in ctx.written if p < message), default=None)
+                cached = max(filter(message.__gt__, ctx.written), default=None)  # in C: written holds every live prefix
                 if cached is not None and message - cached >= self.lookback:
                     step = _last_markable(shape, range(cached + 1, cached + self.lookback))
                     if step is not None:

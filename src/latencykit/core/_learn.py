@@ -149,7 +149,7 @@ def _offset_in_block(prints: Optional[Prints], old: bytes, new: bytes, shorter: 
 def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position]:
     """Where the messages first differ from the previous call's, counted from the newest; ``None``
     when they extend (a conversation) or repeat the previous call's messages."""
-    old, new = message_segments(previous), message_segments(shape.segments)
+    old, new = message_segments(previous), shape.message_segments
     for k in range(common_prefix(old, new), len(new)):
         seg = new[k]
         if k >= len(old):
@@ -248,7 +248,7 @@ class Families:
             tails = state.tails
         if tails:
             where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
-            messages = message_segments(shape.segments)
+            messages = shape.message_segments
             if where is not None and where[0] < len(messages):
                 dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
         return Learned(change, dynamic, newly, previous, unprinted)

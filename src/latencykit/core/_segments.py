@@ -274,7 +274,11 @@ class Shape:
     @property
     def message_segments(self) -> tuple[SegmentPrint, ...]:
         """The segments of the messages (input items), in order; they come last."""
-        return message_segments(self.segments)
+        found: Optional[tuple[SegmentPrint, ...]] = self.__dict__.get("_msgsegs")
+        if found is None:
+            found = message_segments(self.segments)
+            object.__setattr__(self, "_msgsegs", found)
+        return found
 
     @property
     def _segment_map(self) -> dict[str, SegmentPrint]:
@@ -502,14 +506,14 @@ class _Builder:
         ends = [start for _, start in starts[1:]]
         ends.append(len(digests))
         new = _new_block  # tuple.__new__: no Python-level NamedTuple __new__ per segment
-        k, made = self._made
+
+        def make(lo: int, hi: Optional[int]) -> list[SegmentPrint]:
+            return [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts[lo:hi], ends[lo:hi])]
+
+        k, made = self._made  # the segments `_messages` reused or made for string messages
         if not made:
-            return [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts, ends)]
-        j = k + len(made)
-        out = [new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts[:k], ends[:k])]
-        out.extend(made)
-        out.extend([new(SegmentPrint, (name, tuple(digests[a:b]), a, tuple(sizes[a:b]))) for (name, a), b in zip(starts[j:], ends[j:])])
-        return out
+            return make(0, None)
+        return [*make(0, k), *made, *make(k + len(made), None)]
 
 
 def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:
