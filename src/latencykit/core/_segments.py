@@ -14,9 +14,9 @@ object): a block seen before costs a few dictionary look-ups however long its te
 rebuilt but equal string costs one pass at memory speed. The leading string messages a
 request shares with a recent one of the same lead (an agent's history) are not even looked
 up one by one: their ``(role, content)`` hashes are compared in C and their blocks and
-segments taken whole (`_Run`). The memo keeps hashes and digests, never text. Chunk prints (which locate a change to within 16 characters) are
-computed by `Fingerprinter.chunks` only for blocks the learner has not seen before
-(`core._learn`).
+segments taken whole (`_Run`). The memo keeps hashes and digests, never text. Chunk
+prints (which locate a change to within 16 characters) are computed by
+`Fingerprinter.chunks` only for blocks the learner has not seen before (`core._learn`).
 
 Odd shapes (a generator of messages, a non-dict block) raise `Unsupported`; callers send
 such requests as given.
@@ -209,7 +209,8 @@ class Shape:
     markers: tuple[tuple[int, str], ...] = ()
     """The caller's ``(block index, ttl)`` markers, top-level one excluded."""
     _fp: Fingerprinter = field(default_factory=lambda: Fingerprinter(b"-"), repr=False, compare=False)
-    _digests: tuple[bytes, ...] = field(default=(), repr=False, compare=False)
+    _digests: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
+    """Set by `parse`; not an init field, so ``dataclasses.replace`` never carries stale digests."""
 
     @property
     def digests(self) -> tuple[bytes, ...]:
@@ -727,12 +728,13 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
     top = request.get("cache_control") if api == "messages" else None
     top_ttl = marker_ttl({"cache_control": top}) if isinstance(top, Mapping) else None
     segments = (SegmentPrint("model", (fp.link(b"model", model.encode()),), -1, (len(model),)), *b.segments())
-    return Shape(
+    shape = Shape(
         api=api, model=model, blocks=tuple(b.blocks), segments=segments,
         family=_family(fp, api, tools, system_sizes), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
         messages=len(items), top_level=top_ttl, context=context, markers=tuple(b.markers), _fp=fp,
-        _digests=tuple(b._digests),
     )  # fmt: skip
+    object.__setattr__(shape, "_digests", tuple(b._digests))
+    return shape
 
 
 def texts(api: str, request: Mapping[str, Any], shape: Shape) -> Callable[[int], str]:
