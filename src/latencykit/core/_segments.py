@@ -568,6 +568,14 @@ _content_of = operator.itemgetter("content")
 _role_of = operator.itemgetter("role")
 
 
+def _leading_strings(values: list[Any]) -> int:
+    """How many of ``values`` come before the first that is not a ``str`` (counted in C when all are)."""
+    kinds = list(map(type, values))
+    if kinds.count(str) == len(kinds):
+        return len(kinds)
+    return kinds.index(next(k for k in kinds if k is not str))
+
+
 def _string_prints(items: Sequence[Any]) -> Optional[tuple[tuple[int, int, int], ...]]:
     """``(hash(role), hash(content), len(content))`` of the leading messages whose role and
     content are strings, computed in C (``map``); ``None`` when the messages are not dicts."""
@@ -576,13 +584,8 @@ def _string_prints(items: Sequence[Any]) -> Optional[tuple[tuple[int, int, int],
         roles = list(map(_role_of, items))
     except (TypeError, KeyError):  # SDK models, a message without content: the general path
         return None
-    n = len(contents)
-    kinds = list(map(type, contents))
-    if kinds.count(str) != n:
-        n = kinds.index(next(k for k in kinds if k is not str))
-    kinds = list(map(type, roles[:n]))
-    if kinds.count(str) != n:
-        n = kinds.index(next(k for k in kinds if k is not str))
+    n = _leading_strings(contents)
+    n = _leading_strings(roles[:n])
     return tuple(zip(map(hash, roles[:n]), map(hash, contents[:n]), map(len, contents[:n])))
 
 

@@ -6,8 +6,8 @@ Anthropic SDK's own call span nests inside it. Metrics are histograms and counte
 the conventions' bucket boundaries (names in `_semconv`).
 
 With no SDK configured (no provider given, none set globally) a call starts no span and
-records no metric: it costs two look-ups of the global providers. Tracers and meters come from the
-global providers lazily (the API's proxies follow a provider configured after import), or
+records no metric: it costs two look-ups of the global providers. Tracers and meters come
+from the global providers lazily (the API's proxies follow a provider configured after import), or
 from ``tracer_provider=`` / ``meter_provider=``. Prompt text is never recorded unless
 ``capture_content=True``, and then capped at ``max_content_bytes``. Nothing here raises
 into the call: failures are logged.
