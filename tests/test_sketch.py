@@ -351,3 +351,35 @@ def test_a_calls_gaps_are_checked_in_one_pass_and_bad_ones_dropped() -> None:
         sketch.add_many([0.1, math.inf, 0.2])
     sketch.add_many([1, 2.5, True])  # ints and bools are converted, not refused
     assert sketch.count == 3
+
+
+class _Comparable:
+    """Compares and adds like a number but has no ``float()``: the buffer cannot take it."""
+
+    def __init__(self, v: float) -> None:
+        self.v = v
+
+    def __lt__(self, other: Any) -> bool:
+        return self.v < float(other.v if isinstance(other, _Comparable) else other)
+
+    def __ge__(self, other: Any) -> bool:
+        return not self < other
+
+    def __gt__(self, other: Any) -> bool:
+        return self.v > float(other.v if isinstance(other, _Comparable) else other)
+
+    def __radd__(self, other: Any) -> float:
+        return float(other) + self.v
+
+
+def test_a_list_the_buffer_cannot_take_is_all_or_nothing() -> None:
+    """A list whose last item passes the checks but is no number: nothing of it is kept
+    half-buffered (numpy then refuses it whole), and the sketch goes on counting exactly."""
+    sketch = PercentileSketch()
+    sketch.add_many([0.5, 1.5])
+    with pytest.raises((TypeError, ValueError)):
+        sketch.add_many([0.25, 0.75, _Comparable(2.0)])
+    assert sketch.count == 2
+    sketch.add_many([3.0])
+    assert sketch.count == 3 and sketch.quantile(1.0) == pytest.approx(3.0, rel=0.02)
+    assert sketch.quantile(0.0) == pytest.approx(0.5, rel=0.02)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -235,6 +236,35 @@ def test_nothing_is_started_until_a_provider_is_set(emu: Emulator) -> None:
         """
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_a_provider_named_by_the_environment_is_followed(emu: Emulator) -> None:
+    """``OTEL_PYTHON_TRACER_PROVIDER`` / ``…_METER_PROVIDER`` name the SDK's providers: the API
+    loads them on first use, so the calls are traced and metered, even when the variables are
+    set after import (the gate reads the live environment, as the API does)."""
+    code = textwrap.dedent(
+        f"""
+        import os
+        import latencykit as lk
+        from opentelemetry import metrics, trace
+        telemetry = lk.Telemetry()
+        assert not telemetry.tracing and not telemetry.metering
+        os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+        os.environ["OTEL_PYTHON_METER_PROVIDER"] = "sdk_meter_provider"
+        assert telemetry.tracing and telemetry.metering
+        client = lk.Anthropic(base_url={emu.base_url!r}, api_key="k")
+        client.messages.create(model="claude-sonnet-5", max_tokens=8, messages=[{{"role": "user", "content": "hi"}}])
+        assert type(trace.get_tracer_provider()).__module__.startswith("opentelemetry.sdk"), trace.get_tracer_provider()
+        assert type(metrics.get_meter_provider()).__module__.startswith("opentelemetry.sdk"), metrics.get_meter_provider()
+        del os.environ["OTEL_PYTHON_TRACER_PROVIDER"], os.environ["OTEL_PYTHON_METER_PROVIDER"]
+        assert telemetry.tracing and telemetry.metering  # loaded once, set for good (as the API does)
+        print("ok")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 

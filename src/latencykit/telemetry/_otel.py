@@ -15,11 +15,13 @@ into the call: failures are logged.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import os
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -108,12 +110,12 @@ class Telemetry:
         nothing; the call then starts no span at all. Checked on every call: a provider set
         after the client was created is followed from the next call on.
         """
-        return self._tracer_provider is not None or not _stand_in(trace.get_tracer_provider())
+        return self._tracer_provider is not None or _configured(_TRACE_GLOBAL, trace.get_tracer_provider)
 
     @property
     def metering(self) -> bool:
         """Whether metrics could be recorded: a meter provider was given, or one is set globally."""
-        return self._meter_provider is not None or not _stand_in(metrics.get_meter_provider())
+        return self._meter_provider is not None or _configured(_METER_GLOBAL, metrics.get_meter_provider)
 
     # -- per call ------------------------------------------------------------------------
     def start(self, rec: CallRecord, request: Optional[Mapping[str, Any]] = None) -> tuple[Any, int]:
@@ -295,6 +297,46 @@ _STAND_INS = frozenset({"ProxyTracerProvider", "_ProxyMeterProvider"})
 
 def _stand_in(provider: Any) -> bool:
     return type(provider).__name__ in _STAND_INS
+
+
+class _Global(NamedTuple):
+    """Where the API keeps a global provider, and the variable that can name one instead."""
+
+    module: Any
+    attribute: str
+    env_key: Any
+    """``OTEL_PYTHON_…_PROVIDER`` as ``os.environ`` stores it (``None``: ask ``os.environ``)."""
+    env_name: str
+
+
+def _global(module: Any, attribute: str, env_name: str) -> _Global:
+    encode = getattr(os.environ, "encodekey", None)
+    return _Global(module, attribute, encode(env_name) if callable(encode) else None, env_name)
+
+
+_TRACE_GLOBAL = _global(trace, "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
+_METER_GLOBAL = _global(importlib.import_module("opentelemetry.metrics._internal"), "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+_ENVIRON = getattr(os.environ, "_data", None)
+
+
+def _configured(where: _Global, get_provider: Any) -> bool:
+    """Whether the API's global provider is a real one (not its stand-in).
+
+    The usual case, nothing configured, is answered from the API's global and the process
+    environment directly: ``get_…_provider()`` asks ``os.environ`` for its variable on every
+    call, which raises and catches a ``KeyError`` twice (~1.5 µs, far more cache-cold). The
+    answer is the same: the API hands out its stand-in exactly when no provider is set and
+    the variable is absent. Anything unexpected (the API's layout changed) asks the API.
+    """
+    if getattr(where.module, where.attribute, _UNKNOWN) is None:
+        env = _ENVIRON
+        absent = where.env_key not in env if isinstance(env, dict) and where.env_key is not None else where.env_name not in os.environ
+        if absent:
+            return False
+    return not _stand_in(get_provider())
+
+
+_UNKNOWN = object()
 
 
 @contextmanager
