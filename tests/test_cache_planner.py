@@ -449,7 +449,7 @@ _CONTENT = st.one_of(
     st.lists(st.builds(lambda t: {"type": "text", "text": t}, _TEXTS), min_size=1, max_size=3),
 )
 _MESSAGE = st.builds(lambda role, content: {"role": role, "content": content}, st.sampled_from(["user", "assistant"]), _CONTENT)
-_LEAD = st.sampled_from(["none", "system", "short system", "tools", "both"])
+_LEAD = st.sampled_from(["none", "system", "short system", "tools", "both", "edited tool", "marked tool", "schema", "fewer tools"])
 
 
 def _request(lead: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -460,6 +460,16 @@ def _request(lead: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
         req["system"] = "You are terse."
     if lead in ("tools", "both"):
         req["tools"] = agent_tools()
+    if lead == "edited tool":  # one description differs
+        req["tools"] = [*agent_tools()[:3], {**agent_tools()[3], "description": "Changed."}, *agent_tools()[4:]]
+    if lead == "marked tool":  # the caller's own marker: the same content, one more marker
+        req["tools"] = [*agent_tools()[:-1], {**agent_tools()[-1], "cache_control": {"type": "ephemeral"}}]
+    if lead == "schema":  # a nested schema differs (a property's type)
+        tools = agent_tools()
+        tools[5] = {**tools[5], "input_schema": {"type": "object", "properties": {"query": {"type": "integer"}}}}
+        req["tools"] = tools
+    if lead == "fewer tools":
+        req["tools"] = agent_tools(5)
     return req
 
 
@@ -484,3 +494,10 @@ def test_a_warm_parse_equals_a_cold_one(calls: list[tuple[str, list[dict[str, An
         history[0]["content"] = history[0]["content"].swapcase() if history[0]["content"].strip() else "x"
         req = _request(calls[-1][0], history)
         assert parse("messages", req, warm).blocks == parse("messages", req, Fingerprinter(SECRET)).blocks
+    tools = agent_tools()  # a schema edited in place between two calls is seen
+    req = {"model": MODEL, "max_tokens": 8, "tools": tools, "messages": [{"role": "user", "content": "hi"}]}
+    before = parse("messages", req, warm)
+    tools[2]["input_schema"]["properties"]["limit"]["type"] = "number"
+    after = parse("messages", req, warm)
+    assert after.blocks == parse("messages", req, Fingerprinter(SECRET)).blocks
+    assert after.blocks[2].digest != before.blocks[2].digest

@@ -101,6 +101,8 @@ class Fingerprinter:
         """Per (family, api, model, salt, context): the last request's block digests and prefix chain."""
         self._runs = _Memo(RUNS)
         """Per lead (blocks, characters and fixed tokens before the messages): a recent `_Run`."""
+        self._tool_runs = _Memo(RUNS)
+        """Per tuple of tool keys: a recent `_ToolRun`."""
         self._mix: Any = None
 
     def digest(self, *parts: bytes, size: int = 16) -> bytes:
@@ -517,6 +519,54 @@ class _Builder:
         return [*make(0, k), *made, *make(k + len(made), None)]
 
 
+class _ToolRun(NamedTuple):
+    """What `_tools` made of a recent ``tools`` list: its blocks and the running totals after it."""
+
+    blocks: tuple[Block, ...]
+    digests: tuple[bytes, ...]
+    sizes: tuple[int, ...]
+    chars: int
+    fixed: int
+
+
+def _tools(b: _Builder, tools: Sequence[Any]) -> None:
+    """The blocks of ``tools`` (always the first in a request) into ``b``.
+
+    Each tool's key is a fold of its content (`_tool_key`: hashes, never text); a list whose
+    keys are those of a recent list is taken whole, its blocks and totals being a function
+    of the keys alone. A tool with its own ``cache_control`` (a marker the key leaves out),
+    one without a key, or a custom estimator takes the general path, one `_Builder.add` each.
+    """
+    keys: Optional[tuple[Any, ...]] = None
+    if b.default_estimate and not b.blocks and all(map(_plain_dict, tools)):
+        keys = tuple(map(_tool_key, tools))
+        if None in keys:
+            keys = None
+        else:
+            run: Optional[_ToolRun] = b.fp._tool_runs.get(keys)
+            if run is not None:
+                b.blocks.extend(run.blocks)
+                b._digests.extend(run.digests)
+                b._sizes.extend(run.sizes)
+                b._starts.append(("tools", 0))
+                b._name = "tools"
+                b.chars, b.fixed = run.chars, run.fixed
+                return
+    add = b.add
+    for i, tool in enumerate(tools):
+        if keys is not None:
+            add("tools", ("tools", i), tool, ("tool", i), True, (("tool", i), keys[i]))
+        else:
+            add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping), None, _tool_key)
+    if keys is not None:
+        b.fp._tool_runs.put(keys, _ToolRun(tuple(b.blocks), tuple(b._digests), tuple(b._sizes), b.chars, b.fixed))
+
+
+def _plain_dict(tool: Any) -> bool:
+    """A ``dict`` tool without its own ``cache_control``."""
+    return type(tool) is dict and "cache_control" not in tool
+
+
 def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:
     # Stable under edits *inside* the system prompt (a timestamp) but not across different
     # prompts: tool names, the number of system blocks and their rough sizes.
@@ -688,8 +738,8 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
     add = b.add
     tools = request.get("tools")
     tools = _seq(tools, "tools") if isinstance(tools, (list, tuple)) and tools else ()
-    for i, tool in enumerate(tools):
-        add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping), None, _tool_key)
+    if tools:
+        _tools(b, tools)
     system_sizes: list[int] = []
     context = b""
     key = "messages"
