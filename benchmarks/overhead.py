@@ -10,6 +10,8 @@ speed between rounds (a shared VM) cancels out. After warm-up the heap is frozen
 (``gc.freeze()``), so the collections that run during the windows scan what the calls
 allocated, not the imported SDKs (an explicit ``gc.collect()`` per window would instead bill
 each client for traversing everything it keeps alive, such as latencykit's Recorder). The ms columns are medians.
+Each table also runs the raw SDK a second time: its paired ratio (A/A) is what noise alone
+moves a ratio by in this run, the yardstick for reading the others.
 
     python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls, then the size axis
     python benchmarks/overhead.py --rounds 5      # quicker
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import itertools
 import os
 import socket
 import statistics
@@ -172,12 +173,14 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
     print()
     print(f"prompt-size axis: agent prompt, {SIZE_OUTPUT_TOKENS} output tokens, {rounds} rounds × {calls} calls, "
           "latencykit with cache='auto' (default planner)")  # fmt: skip
-    print(f"{'call':34} {'size':>6} {'raw ms':>8} {'lk ms':>8} {'ratio':>6} {'added before send ms (CPU)':>27}")
+    print(f"{'call':34} {'size':>6} {'raw ms':>8} {'lk ms':>8} {'ratio':>6} {'added before send ms (CPU)':>27} {'A/A':>6}")
     for provider in ("anthropic", "openai"):
         api = "messages" if provider == "anthropic" else "chat"
         for label, scale in SIZES.items():
-            clocks = [_SendClock(), _SendClock()]
+            clocks = [_SendClock(), _SendClock(), _SendClock()]
             https = [httpx2.Client(event_hooks={"request": [c]}) for c in clocks]
+            twin = anthropic.Anthropic if provider == "anthropic" else openai.OpenAI  # the A/A control: raw again
+            again: Any = twin(base_url=base if provider == "anthropic" else base + "/v1", api_key="k", max_retries=0, http_client=https[2])
             if provider == "anthropic":
                 raw: Any = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0, http_client=https[0])
                 lkc: Any = lk.Anthropic(base_url=base, api_key="k", max_retries=0, http_client=https[1],
@@ -186,26 +189,27 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
                 raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[0])
                 lkc = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[1],
                                 recorder=lk.Recorder(max_calls=100))  # fmt: skip
-            before: list[list[float]] = [[], []]
-            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc))]
+            before: list[list[float]] = [[], [], []]
+            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc, again))]
             for fn in fns * 3:
                 fn()
-            before = [[], []]
-            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc))]
-            samples: list[list[float]] = [[], []]
+            before = [[], [], []]
+            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc, again))]
+            samples: list[list[float]] = [[], [], []]
             _freeze_heap()
-            for order in _orders(2, rounds):
+            for order in _orders(3, rounds):
                 for k in order:
                     samples[k].append(_cpu_per_call(fns[k], calls))
-            r, l = (statistics.median(x) for x in samples)
-            ratio = _paired(samples[1], samples[0])
+            r, l = (statistics.median(x) for x in samples[:2])
+            ratio, aa = _paired(samples[1], samples[0]), _paired(samples[2], samples[0])
             added = statistics.median(before[1]) - statistics.median(before[0])
             tokens = lkc._lk.recorder.last.input_tokens if lkc._lk.recorder.last else None
             name = f"{provider} (~{tokens} input tokens)" if tokens else provider
-            print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f}")
-            for c in (raw, lkc):
+            print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f} {aa:6.3f}")
+            for c in (raw, lkc, again):
                 c.close()
-    print("goals: ratio <= 1.20 at ~40k tokens; added before send <= 1 ms per 10k prompt tokens")
+    print("goals: ratio <= 1.20 at ~40k tokens; added before send <= 1 ms per 10k prompt tokens; "
+          "A/A: the raw SDK against itself (the noise floor)")
 
 
 def _otel_sdk_telemetry() -> lk.Telemetry:
@@ -236,11 +240,15 @@ def _cpu_per_call(call: Callable[[], int], calls: int) -> float:
 
 
 def _orders(n: int, rounds: int) -> Iterator[tuple[int, ...]]:
-    """Each round's order of the ``n`` clients: every permutation in turn, so none always
-    runs right after another (and inherits its cache state)."""
-    perms = list(itertools.permutations(range(n)))
+    """Each round's order of the ``n`` clients: the rotations of ``0..n-1``, each followed by
+    its reverse. Every ``2n`` rounds each client runs first (and last) exactly twice, and
+    none always runs right after another (inheriting its cache state); for three clients
+    these are all six permutations. (Permutations in lexicographic order would put client 0
+    first in the first ``(n-1)!`` rounds.)"""
     for i in range(rounds):
-        yield perms[i % len(perms)]
+        k = i // 2
+        order = tuple((k + j) % n for j in range(n))
+        yield order[::-1] if i % 2 else order
 
 
 def _freeze_heap() -> None:
@@ -276,32 +284,35 @@ def streams(base: str, rounds: int, calls_per_round: int) -> None:
     oai_raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
     oai_lk = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, recorder=recorder())
     oai_otel = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, recorder=recorder(), telemetry=otel)
-    rows = {
-        "anthropic messages.create(stream=True)": (_anthropic_call(ant_raw), _anthropic_call(ant_lk), _anthropic_call(ant_otel)),
-        "openai chat.completions.create(stream=True)": (_chat_call(oai_raw), _chat_call(oai_lk), _chat_call(oai_otel)),
+    ant_raw2 = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0)
+    oai_raw2 = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
+    rows = {  # the last client is the raw SDK again: its ratio (A/A) is the run's noise floor
+        "anthropic messages.create(stream=True)": (_anthropic_call(ant_raw), _anthropic_call(ant_lk), _anthropic_call(ant_otel), _anthropic_call(ant_raw2)),
+        "openai chat.completions.create(stream=True)": (_chat_call(oai_raw), _chat_call(oai_lk), _chat_call(oai_otel), _chat_call(oai_raw2)),
     }
     for calls in rows.values():  # warm up imports, pools and caches
         for call in calls * 2:
             call()
     print(f"client CPU per streamed call, {OUTPUT_TOKENS} output tokens, zero server delay, "
           f"{rounds} rounds × {calls_per_round} calls, emulator in a separate process (pid {os.getpid()} measured)")
-    print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'lk+OTel SDK ms':>15} {'ratio':>6}")
+    print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'lk+OTel SDK ms':>15} {'ratio':>6} {'A/A':>6}")
     plain, with_otel = [], []
     for name, calls in rows.items():
-        samples: list[list[float]] = [[], [], []]
+        samples: list[list[float]] = [[], [], [], []]
         _freeze_heap()
-        for order in _orders(3, rounds):
+        for order in _orders(len(calls), rounds):
             for k in order:
                 samples[k].append(_cpu_per_call(calls[k], calls_per_round))
-        r, l, o = (statistics.median(x) for x in samples)
-        lr, orr = _paired(samples[1], samples[0]), _paired(samples[2], samples[0])
+        r, l, o = (statistics.median(x) for x in samples[:3])
+        lr, orr, aa = (_paired(samples[k], samples[0]) for k in (1, 2, 3))
         plain.append(lr)
         with_otel.append(orr)
-        print(f"{name:44} {r * 1000:10.2f} {l * 1000:8.2f} {lr:6.3f} {o * 1000:15.2f} {orr:6.3f}")
+        print(f"{name:44} {r * 1000:10.2f} {l * 1000:8.2f} {lr:6.3f} {o * 1000:15.2f} {orr:6.3f} {aa:6.3f}")
     print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(plain):6.3f} "
           f"{'':15} {statistics.geometric_mean(with_otel):6.3f}")
-    print("goals: latencykit / raw <= 1.05 (telemetry unconfigured); with the OTel SDK on <= 1.10")
-    for c in (ant_raw, ant_lk, ant_otel, oai_raw, oai_lk, oai_otel):
+    print("goals: latencykit / raw <= 1.05 (telemetry unconfigured); with the OTel SDK on <= 1.10; "
+          "A/A: the raw SDK against itself (how far a ratio moves on this machine by noise alone)")
+    for c in (ant_raw, ant_lk, ant_otel, oai_raw, oai_lk, oai_otel, ant_raw2, oai_raw2):
         c.close()
 
 
