@@ -503,6 +503,15 @@ class _Builder:
         blocks.append(_new_block(Block, (name, path, info.digest, tokens, marker, info.markable if markable is None else markable, info.length)))
         return info
 
+    def take(self, blocks: Sequence[Block], digests: Sequence[bytes], sizes: Sequence[int], starts: Sequence[tuple[str, int]]) -> None:
+        """Append blocks made by an earlier parse (a reused run), with their digests, sizes and
+        segment starts; the running totals are the caller's to set."""
+        self.blocks.extend(blocks)
+        self._digests.extend(digests)
+        self._sizes.extend(sizes)
+        self._starts.extend(starts)
+        self._name = self._starts[-1][0]
+
     def segments(self) -> list[SegmentPrint]:
         """The blocks grouped into segments (consecutive blocks with the same segment name)."""
         digests, sizes, starts = self._digests, self._sizes, self._starts
@@ -545,11 +554,7 @@ def _tools(b: _Builder, tools: Sequence[Any]) -> None:
         else:
             run: Optional[_ToolRun] = b.fp._tool_runs.get(keys)
             if run is not None:
-                b.blocks.extend(run.blocks)
-                b._digests.extend(run.digests)
-                b._sizes.extend(run.sizes)
-                b._starts.append(("tools", 0))
-                b._name = "tools"
+                b.take(run.blocks, run.digests, run.sizes, (("tools", 0),))
                 b.chars, b.fixed = run.chars, run.fixed
                 return
     add = b.add
@@ -663,13 +668,9 @@ def _messages(b: _Builder, items: Sequence[Any]) -> None:
         if run is not None:
             start = common_prefix(run.prints, prints)
             if start:
-                blocks.extend(run.blocks[:start])
-                starts.extend(run.starts[:start])
-                digests.extend(run.digests[:start])
-                sizes.extend(run.sizes[:start])
+                b.take(run.blocks[:start], run.digests[:start], run.sizes[:start], run.starts[:start])
                 totals.extend(run.totals[:start])
                 chars, fixed = totals[-1]
-                b._name = starts[-1][0]
     plain = start  # messages so far that are one string block each
     for m in range(start, len(items)):
         message = items[m]

@@ -317,6 +317,7 @@ def _global(module: Any, attribute: str, env_name: str) -> _Global:
 _TRACE_GLOBAL = _global(trace, "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
 _METER_GLOBAL = _global(importlib.import_module("opentelemetry.metrics._internal"), "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
 _ENVIRON = getattr(os.environ, "_data", None)
+_UNKNOWN = object()
 
 
 def _configured(where: _Global, get_provider: Any) -> bool:
@@ -334,9 +335,6 @@ def _configured(where: _Global, get_provider: Any) -> bool:
         if absent:
             return False
     return not _stand_in(get_provider())
-
-
-_UNKNOWN = object()
 
 
 @contextmanager
