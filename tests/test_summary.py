@@ -119,3 +119,77 @@ def test_end_to_end_itl_pooled(ant: lk.Anthropic) -> None:
     s = ant.latency.summary()
     assert s["itl"].count == sum(c.chunks - 1 for c in ant.latency.calls)
     assert s["ttft"].count == 3 and s["tpot"].count == 3
+
+
+def test_every_read_sees_the_calls_not_yet_folded() -> None:
+    """Records are folded into the sketches in batches; every read counts the ones still pending."""
+    from latencykit.telemetry._recorder import FOLD_BATCH
+
+    recorder = lk.Recorder()
+    n = FOLD_BATCH + 7  # one full batch folded on the way, 7 still pending
+    for i in range(n):
+        recorder.record(_rec(0.1 + i / 1000), [0.01, 0.02])
+    assert recorder.summary().calls == n and recorder.summary()["itl"].count == 2 * n
+    more = lk.Recorder()
+    more.record(_rec(0.5))  # pending in `more` when merged
+    recorder.merge(more)
+    stats = recorder.stats()
+    assert sum(s.calls for s in stats.values()) == n + 1
+    shipped = lk.Recorder.from_dict(json.loads(json.dumps(recorder.to_dict())))
+    assert shipped.summary()["ttft"].count == n + 1 and shipped.summary()["ttft"].max == pytest.approx(0.5)
+    recorder.clear()
+    recorder.record(_rec(0.3))
+    assert recorder.summary().calls == 1 and recorder.summary()["ttft"].max == pytest.approx(0.3)
+
+
+def test_folding_in_batches_equals_one_call_at_a_time() -> None:
+    """Summaries from batched folding equal a sketch fed value by value, in every group."""
+    rng = np.random.default_rng(11)
+    recorder = lk.Recorder()
+    exact: dict[str, lk.PercentileSketch] = {"hit": lk.PercentileSketch(), "miss": lk.PercentileSketch()}
+    for i, v in enumerate(rng.lognormal(-1.0, 0.5, size=1_000)):
+        cached = 500 if i % 3 else 0
+        recorder.record(_rec(float(v), cache_read=cached))
+        exact["hit" if cached else "miss"].add(float(v))
+    for group in recorder.summary().groups:
+        want = exact[group.cache]
+        got = group.metrics["ttft"]
+        assert got.count == want.count and got.p99 == want.quantile(0.99) and got.p50 == want.quantile(0.5)
+
+
+def test_a_value_no_sketch_takes_costs_only_that_value() -> None:
+    """A NaN or infinite TTFT, or an infinite gap, is left out; the call and the rest of its batch still count."""
+    recorder = lk.Recorder()
+    bad = _rec(0.2)
+    bad.ttft = float("inf")
+    nan = _rec(0.2)
+    nan.ttft = float("nan")
+    recorder.record(_rec(0.1), [0.01])
+    recorder.record(bad, [0.02, float("inf")])
+    recorder.record(nan)
+    s = recorder.summary()
+    assert s.calls == 3 and s["ttft"].count == 1 and s["e2e"].count == 3
+    assert s["itl"].count == 2 and s["itl"].max == pytest.approx(0.02)
+    assert recorder.total_calls == 3 and recorder.last is nan
+
+
+def test_records_from_many_threads_are_all_counted() -> None:
+    """Threads recording and reading at once: no call is lost or counted twice."""
+    import threading
+
+    recorder = lk.Recorder(max_calls=50)
+    per_thread, threads = 500, 4
+
+    def work(k: int) -> None:
+        for i in range(per_thread):
+            recorder.record(_rec(0.1 + k / 100), [0.01])
+            if i % 97 == 0:
+                recorder.summary()
+
+    pool = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    s = recorder.summary()
+    assert s.calls == per_thread * threads == recorder.total_calls and s["itl"].count == per_thread * threads

@@ -6,7 +6,10 @@ merge into the overall view and Recorders merge into one another.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Sequence
+import math
+import operator
+from itertools import chain
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ..core._record import CallRecord
 from ._sketch import PercentileSketch
@@ -20,6 +23,9 @@ between token-bearing chunks, pooled over calls (vLLM's ITL)."""
 # Calls that did not complete still have a valid TTFT/TTFB/ITL up to where they stopped,
 # but their E2E and TPOT describe a cut-short call and would skew the distributions.
 _COMPLETED_ONLY = frozenset({"tpot", "e2e"})
+_PER_CALL: tuple[tuple[str, Callable[[CallRecord], Any]], ...] = tuple(
+    (m, operator.attrgetter(m)) for m in ("ttft", "tpot", "e2e", "ttfb")
+)
 
 
 class GroupKey(NamedTuple):
@@ -66,21 +72,35 @@ class LatencyStats:
 
     def add(self, rec: CallRecord, gaps: Sequence[float] = ()) -> None:
         """Fold one finished call in."""
-        self.outcomes[rec.outcome] = self.outcomes.get(rec.outcome, 0) + 1
-        completed = rec.outcome == "completed"
-        for metric in ("ttft", "tpot", "e2e", "ttfb"):
-            value: Optional[float] = getattr(rec, metric)
-            if value is not None and value >= 0 and (completed or metric not in _COMPLETED_ONLY):
-                self.sketches[metric].add(value)
+        self.add_all(((rec, gaps),))
+
+    def add_all(self, calls: Sequence[tuple[CallRecord, Sequence[float]]]) -> None:
+        """Fold finished calls in, each with its inter-chunk gaps: one pass per sketch.
+
+        A value that is not a finite number >= 0 (a NaN, a clock that went backwards) is
+        left out of its sketch; the call's other values still count.
+        """
+        outcomes = self.outcomes
+        completed: list[CallRecord] = []
+        for rec, _ in calls:
+            outcomes[rec.outcome] = outcomes.get(rec.outcome, 0) + 1
+            if rec.outcome == "completed":
+                completed.append(rec)
+            self.input_tokens += rec.input_tokens or 0
+            self.output_tokens += rec.output_tokens or 0
+            self.cache_read_tokens += rec.cache_read_tokens or 0
+        records = [rec for rec, _ in calls]
+        for metric, read in _PER_CALL:
+            values = [v for v in map(read, completed if metric in _COMPLETED_ONLY else records) if v is not None and 0.0 <= v < math.inf]
+            if values:
+                self.sketches[metric].add_many(values)
+        gaps = list(chain.from_iterable(g for _, g in calls if g))
         if gaps:
             itl = self.sketches["itl"]
             try:
                 itl.add_many(gaps)  # checked once there; all or nothing
             except ValueError:
-                itl.add_many([g for g in gaps if g >= 0])  # a NaN or negative gap is dropped
-        self.input_tokens += rec.input_tokens or 0
-        self.output_tokens += rec.output_tokens or 0
-        self.cache_read_tokens += rec.cache_read_tokens or 0
+                itl.add_many([g for g in gaps if 0.0 <= g < math.inf])  # a NaN, negative or infinite gap is dropped
 
     def merge(self, other: "LatencyStats") -> None:
         """Add ``other``'s calls to this group (exact)."""
