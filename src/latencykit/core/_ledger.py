@@ -56,14 +56,27 @@ class Ledger:
 
     def write(self, fingerprint: bytes, ttl: float, now: Optional[float] = None) -> None:
         """Record that ``fingerprint`` was cached for ``ttl`` seconds from ``now``."""
+        self.write_many(((fingerprint, ttl),), now)
+
+    def write_many(self, writes: Iterable[tuple[bytes, float]], now: Optional[float] = None) -> None:
+        """`write` each ``(fingerprint, ttl)``, in order, under one lock (a call's breakpoints at once).
+
+        A live entry keeps the longer of its TTL and the new one.
+        """
         now = self.clock() if now is None else now
         with self._lock:
-            entry = self._entries.get(fingerprint)
-            ttl = max(ttl, entry.ttl) if entry is not None and entry.expires_at > now else ttl
-            self._entries[fingerprint] = _Entry(now + ttl, ttl)
-            self._entries.move_to_end(fingerprint)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+            entries = self._entries
+            for fingerprint, ttl in writes:
+                entry = entries.get(fingerprint)
+                if entry is None:
+                    entries[fingerprint] = _Entry(now + ttl, ttl)
+                else:
+                    if entry.expires_at > now:
+                        ttl = max(ttl, entry.ttl)
+                    entry.expires_at, entry.ttl = now + ttl, ttl
+                    entries.move_to_end(fingerprint)
+                while len(entries) > self.capacity:  # evicted write by write, as `write` does
+                    entries.popitem(last=False)
 
     def touch(self, fingerprint: bytes, now: Optional[float] = None) -> None:
         """A cache hit on ``fingerprint``: its TTL starts again."""

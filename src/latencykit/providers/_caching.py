@@ -143,7 +143,7 @@ class CachePolicy:
         exp = expect_anthropic(
             shape, states, plan.markers, mins, change=change, previous_marked=previous, limited=plan.limited
         )
-        marked = [p for p, _ in plan.markers if shape.blocks[p].prefix_tokens >= mins]
+        kept = [(p, ttl) for p, ttl in plan.markers if shape.blocks[p].prefix_tokens >= mins]
         if self.diagnostics and not given(kwargs.get("diagnostics")):
             sent = {**sent, "diagnostics": {"previous_message_id": self._last_message_id.get(shape.family)}}
 
@@ -152,12 +152,9 @@ class CachePolicy:
             if rec.response_id and self.diagnostics:
                 self._last_message_id[shape.family] = rec.response_id
             if (rec.cache_read_tokens or 0) + (rec.cache_write_tokens or 0) > 0:
-                at = self.clock()
-                for p, ttl in plan.markers:
-                    if shape.blocks[p].prefix_tokens >= mins:
-                        self.ledger.write(prefixes[p], ttl_seconds(ttl), at)
+                self.ledger.write_many([(prefixes[p], ttl_seconds(ttl)) for p, ttl in kept], self.clock())
 
-        return sent, finish, max(marked, default=-1)
+        return sent, finish, max((p for p, _ in kept), default=-1)
 
     def _plan_openai(
         self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
@@ -177,9 +174,7 @@ class CachePolicy:
         def finish(rec: CallRecord) -> None:
             self._verify(rec, exp, implicit=True)
             if rec.cache_read_tokens is not None:
-                at = self.clock()
-                for i in eligible:
-                    self.ledger.write(prefixes[i], OPENAI_TTL_SECONDS, at)
+                self.ledger.write_many([(prefixes[i], OPENAI_TTL_SECONDS) for i in eligible], self.clock())
 
         return sent, finish, max(eligible, default=-1)
 
