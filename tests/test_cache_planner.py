@@ -449,7 +449,9 @@ _CONTENT = st.one_of(
     st.lists(st.builds(lambda t: {"type": "text", "text": t}, _TEXTS), min_size=1, max_size=3),
 )
 _MESSAGE = st.builds(lambda role, content: {"role": role, "content": content}, st.sampled_from(["user", "assistant"]), _CONTENT)
-_LEAD = st.sampled_from(["none", "system", "short system", "tools", "both", "edited tool", "marked tool", "schema", "fewer tools"])
+_LEAD = st.sampled_from(
+    ["none", "system", "short system", "tools", "both", "edited tool", "marked tool", "schema", "fewer tools", "regrouped", "shared schema"]
+)
 
 
 def _request(lead: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -470,6 +472,15 @@ def _request(lead: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
         req["tools"] = tools
     if lead == "fewer tools":
         req["tools"] = agent_tools(5)
+    if lead == "regrouped":  # the fields of "tools", in the same order, the first tool's split in two
+        tools = agent_tools()
+        head = dict(tools[0])
+        schema = head.pop("input_schema")
+        req["tools"] = [head, {"input_schema": schema}, *tools[1:]]
+    if lead == "shared schema":  # one schema object shared by every tool: equal values, other sharing
+        tools = agent_tools()
+        shared = tools[0]["input_schema"]
+        req["tools"] = [{**t, "input_schema": shared} for t in tools]
     return req
 
 

@@ -102,7 +102,7 @@ class Fingerprinter:
         self._runs = _Memo(RUNS)
         """Per lead (blocks, characters and fixed tokens before the messages): a recent `_Run`."""
         self._tool_runs = _Memo(RUNS)
-        """Per tuple of tool keys: a recent `_ToolRun`."""
+        """Per `_tools_key` of a tools list: a recent `_ToolRun`."""
         self._mix: Any = None
 
     def digest(self, *parts: bytes, size: int = 16) -> bytes:
@@ -541,30 +541,62 @@ class _ToolRun(NamedTuple):
 def _tools(b: _Builder, tools: Sequence[Any]) -> None:
     """The blocks of ``tools`` (always the first in a request) into ``b``.
 
-    Each tool's key is a fold of its content (`_tool_key`: hashes, never text); a list whose
-    keys are those of a recent list is taken whole, its blocks and totals being a function
-    of the keys alone. A tool with its own ``cache_control`` (a marker the key leaves out),
-    one without a key, or a custom estimator takes the general path, one `_Builder.add` each.
+    A list whose key (`_tools_key`: hashes, never text) is that of a recent list is taken
+    whole, its blocks and totals being a function of its content alone. Otherwise each
+    tool is keyed by a fold of its content (`_tool_key`) and looked up on its own; a tool
+    with its own ``cache_control`` (a marker the key leaves out), one without a key, or a
+    custom estimator takes the general path, one `_Builder.add` each.
     """
-    keys: Optional[tuple[Any, ...]] = None
+    lead: Optional[int] = None
     if b.default_estimate and not b.blocks and all(map(_plain_dict, tools)):
-        keys = tuple(map(_tool_key, tools))
-        if None in keys:
-            keys = None
-        else:
-            run: Optional[_ToolRun] = b.fp._tool_runs.get(keys)
+        lead = _tools_key(tools)
+        if lead is not None:
+            run: Optional[_ToolRun] = b.fp._tool_runs.get(lead)
             if run is not None:
                 b.take(run.blocks, run.digests, run.sizes, (("tools", 0),))
                 b.chars, b.fixed = run.chars, run.fixed
                 return
+    keys: Optional[tuple[Any, ...]] = None
+    if lead is not None:
+        keys = tuple(map(_tool_key, tools))
+        if None in keys:
+            keys = lead = None
     add = b.add
     for i, tool in enumerate(tools):
         if keys is not None:
             add("tools", ("tools", i), tool, ("tool", i), True, (("tool", i), keys[i]))
         else:
             add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping), None, _tool_key)
-    if keys is not None:
-        b.fp._tool_runs.put(keys, _ToolRun(tuple(b.blocks), tuple(b._digests), tuple(b._sizes), b.chars, b.fixed))
+    if lead is not None:
+        b.fp._tool_runs.put(lead, _ToolRun(tuple(b.blocks), tuple(b._digests), tuple(b._sizes), b.chars, b.fixed))
+
+
+def _tools_key(tools: Sequence[dict[str, Any]]) -> Optional[int]:
+    """One key for a whole list of plain dict tools: each string field by its (cached) hash,
+    the other values (the schemas) through a single ``marshal`` pass; ``None`` when a
+    value cannot be marshalled.
+
+    One pass over every schema, in ``marshal``'s current format (shared and repeated objects
+    written once, ASCII strings copied as they are), costs about a third of one pass per
+    tool. Its bytes depend on which objects are shared, never on anything but the values
+    they hold: equal bytes mean equal values, so equal keys mean equal tools (unequal ones
+    for equal tools only cost the per-tool path).
+    """
+    fields: list[Any] = []
+    nested: list[Any] = []
+    for tool in tools:
+        fields.append(len(tool))
+        for k, v in tool.items():
+            if type(v) is str:
+                fields.append((k, hash(v)))
+            else:
+                fields.append(k)
+                nested.append(v)
+    try:
+        packed = _marshal(nested)
+    except (ValueError, TypeError):
+        return None
+    return hash((*fields, hash(packed)))
 
 
 def _plain_dict(tool: Any) -> bool:
