@@ -122,6 +122,26 @@ def test_anthropic_usage_is_additive_and_cumulative() -> None:
     assert rec.cache_hit_ratio == pytest.approx(6289 / (20 + 3337 + 6289))
 
 
+def test_usage_fields_the_sdk_does_not_model_are_read_on_every_call() -> None:
+    """A pydantic model that lacks a field reads it from its extras, call after call; a property
+    of that name on the class is read, and a field absent everywhere is None (all remembered per class)."""
+    import pydantic
+
+    class Usage(pydantic.BaseModel, extra="allow"):
+        input_tokens: int = 0
+
+        @property
+        def cache_read_input_tokens(self) -> int:
+            return 7
+
+    for k in range(3):
+        rec = CallRecord(provider="anthropic", operation="chat", request_model=None)
+        usage = Usage.model_validate({"input_tokens": 5, "cache_creation_input_tokens": 10 + k})
+        apply_anthropic_usage(rec, usage)
+        assert (rec.cache_write_tokens, rec.cache_read_tokens, rec.output_tokens) == (10 + k, 7, None)
+        assert rec.input_tokens == 5 + 10 + k + 7
+
+
 def test_openai_usage_is_a_subset() -> None:
     """OpenAI prompt_tokens already include cached_tokens; a missing details object means not reported."""
     rec = CallRecord(provider="openai", operation="chat", request_model=None)
