@@ -72,8 +72,26 @@ PRICE_MULTIPLIERS: Mapping[str, Mapping[str, float]] = {
 
 def min_cacheable_tokens(model: Optional[str], overrides: Optional[Mapping[str, int]] = None) -> int:
     """The minimum cacheable prefix for an Anthropic ``model`` (overrides first, by substring)."""
+    key = (model, tuple(overrides.items()) if overrides else ())
+    try:
+        found = _MINIMUMS.get(key)
+    except TypeError:  # an unhashable override value: no memo
+        return _min_tokens(model, key[1])
+    if found is None:
+        found = _min_tokens(model, key[1])
+        if len(_MINIMUMS) >= 1024:
+            _MINIMUMS.clear()
+        _MINIMUMS[key] = found
+    return found
+
+
+_MINIMUMS: dict[tuple[Optional[str], tuple[tuple[str, int], ...]], int] = {}
+"""`min_cacheable_tokens` by (model, overrides): asked once per planned call."""
+
+
+def _min_tokens(model: Optional[str], overrides: tuple[tuple[str, int], ...]) -> int:
     name = (model or "").lower()
-    for table in ((overrides or {}).items(), ANTHROPIC_MIN_TOKENS):
+    for table in (overrides, ANTHROPIC_MIN_TOKENS):
         for key, value in table:
             if key.lower() in name:
                 return int(value)
