@@ -512,3 +512,29 @@ def test_a_warm_parse_equals_a_cold_one(calls: list[tuple[str, list[dict[str, An
     after = parse("messages", req, warm)
     assert after.blocks == parse("messages", req, Fingerprinter(SECRET)).blocks
     assert after.blocks[2].digest != before.blocks[2].digest
+
+
+def test_the_shape_and_context_a_strategy_sees_are_whole_dataclasses() -> None:
+    """The Shape and PlanContext made on the hot path (without their __init__) hold every field,
+    equal what the dataclass's own constructor makes of the same values, and stay frozen."""
+    import dataclasses
+
+    seen: list[lk.PlanContext] = []
+
+    def strategy(ctx: lk.PlanContext) -> list[int]:
+        seen.append(ctx)
+        return []
+
+    policy = lk.CachePolicy(strategy)
+    req = {"model": MODEL, "max_tokens": 8, "tools": agent_tools(), "system": agent_system(), "messages": [{"role": "user", "content": "hi"}]}
+    policy("messages", req)
+    ctx = seen[-1]
+    for obj in (ctx, ctx.shape):
+        names = {f.name for f in dataclasses.fields(obj)}
+        assert names <= set(vars(obj)), names - set(vars(obj))
+        again = dataclasses.replace(obj)  # through __init__, from the same values
+        assert again == obj
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.min_tokens = 1 if obj is ctx else None  # type: ignore[misc, union-attr]
+    assert hash(dataclasses.replace(ctx.shape)) == hash(ctx.shape)
+    assert ctx.shape.digests == tuple(b.digest for b in ctx.shape.blocks) and ctx.shape.prompt_tokens > 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 from ._cache_facts import LOOKBACK_BLOCKS, MAX_MARKERS
 from ._segments import SegmentPrint, Shape
@@ -37,9 +37,8 @@ class PlanContext:
 Strategy = Callable[[PlanContext], Sequence[int]]
 
 
-@dataclass(frozen=True)
-class MarkerPlan:
-    """The markers a request will carry, after the budget was applied."""
+class MarkerPlan(NamedTuple):
+    """The markers a request will carry, after the budget was applied (a named tuple)."""
 
     added: tuple[tuple[int, Optional[str]], ...]
     """``(block index, ttl or None for the default 5m)`` placed by latencykit."""

@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import filterfalse
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
 
 from ._segments import CHUNK_CHARS, SegmentPrint, Shape, common_prefix, message_segments
 
@@ -41,9 +41,8 @@ Position = tuple[int, int]
 """``(messages before the newest, block in that message)`` of the first changed message block."""
 
 
-@dataclass(frozen=True)
-class Change:
-    """The first segment that differs from the family's previous call, and where."""
+class Change(NamedTuple):
+    """The first segment that differs from the family's previous call, and where (a named tuple)."""
 
     segment: str
     """``"model"``, ``"tools"``, ``"system"`` or ``"message k"``."""
@@ -180,9 +179,8 @@ class FamilyState:
     """The last two observations of where the messages first changed (see `_tail`)."""
 
 
-@dataclass(frozen=True)
-class Learned:
-    """Result of observing one call: the change (if any) and a segment newly found dynamic."""
+class Learned(NamedTuple):
+    """Result of observing one call: the change (if any) and a segment newly found dynamic (a named tuple)."""
 
     change: Optional[Change]
     dynamic: dict[str, int]

@@ -15,8 +15,7 @@ the prefix short), ``write`` (nothing to read yet, written now), ``expected_miss
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from ._cache_facts import LOOKBACK_BLOCKS, OPENAI_INCREMENT, OPENAI_MIN_TOKENS
 from ._learn import Change
@@ -60,9 +59,8 @@ HIT_TOLERANCE = 0.8
 """A read of at least this share of the expected tokens is a hit (local estimates are ±20%)."""
 
 
-@dataclass(frozen=True)
-class Expectation:
-    """The ledger's prediction for one call."""
+class Expectation(NamedTuple):
+    """The ledger's prediction for one call (a named tuple: made before every call)."""
 
     expected_tokens: int
     read_block: int

@@ -25,7 +25,7 @@ from ..core._cache_facts import OPENAI_MIN_TOKENS, OPENAI_TTL_SECONDS, min_cache
 from ..core._learn import Change, Families
 from ..core._ledger import Ledger
 from ..core._record import CallRecord
-from ..core._segments import Fingerprinter, Shape, Unsupported, parse, texts
+from ..core._segments import Fingerprinter, Shape, Unsupported, frozen, parse, texts
 from ..core._tokens import block_size
 from ..core._verify import NOT_CHANGED_LOCALLY, PARTIAL, PREFIX_CHANGED, UNEXPECTED_MISS, Expectation, expect_anthropic, expect_openai, judge
 from ._calls import Finish, given
@@ -135,7 +135,7 @@ class CachePolicy:
         if self.strategy is not None:
             written = frozenset(compress(range(len(states)), map(operator.eq, states, repeat("live"))))
             try:
-                wanted = list(self.strategy(PlanContext(shape, mins, dynamic, written)))
+                wanted = list(self.strategy(frozen(PlanContext, shape=shape, min_tokens=mins, dynamic=dynamic, written=written)))
             except Exception:
                 logger.debug("latencykit: the breakpoint strategy failed; no markers added", exc_info=True)
         plan = plan_markers(shape, wanted)
