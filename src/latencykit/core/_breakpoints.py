@@ -106,7 +106,8 @@ class BreakpointPlanner:
         ]
         if bounds:
             return _last_markable(shape, range(first, min(bounds)))
-        newest = _span(shape.segment(f"message {shape.messages - 1}"))
+        last = messages[-1]  # messages come last, in order: the newest one's segment, if it has blocks
+        newest = _span(last) if last.name == f"message {shape.messages - 1}" else None
         if shape.messages > 1 and newest is not None:
             return _last_markable(shape, range(*newest))
         return None

@@ -452,6 +452,8 @@ class _Builder:
         """``(segment name, index of its first block)``, one per segment, in order."""
         self._digests: list[bytes] = []
         self._sizes: list[int] = []
+        self.tool_names: Optional[tuple[int, int]] = None
+        """`_names_key` of the tools' names, when `_tools` knows it."""
         self._made: tuple[int, tuple[SegmentPrint, ...]] = (0, ())
         """``(index in _starts, prints)``: segments `_messages` already made (one string message each)."""
 
@@ -536,6 +538,8 @@ class _ToolRun(NamedTuple):
     sizes: tuple[int, ...]
     chars: int
     fixed: int
+    names: tuple[int, int]
+    """`_names_key` of the tools' names (for the request's family)."""
 
 
 def _tools(b: _Builder, tools: Sequence[Any]) -> None:
@@ -554,7 +558,7 @@ def _tools(b: _Builder, tools: Sequence[Any]) -> None:
             run: Optional[_ToolRun] = b.fp._tool_runs.get(lead)
             if run is not None:
                 b.take(run.blocks, run.digests, run.sizes, (("tools", 0),))
-                b.chars, b.fixed = run.chars, run.fixed
+                b.chars, b.fixed, b.tool_names = run.chars, run.fixed, run.names
                 return
     keys: Optional[tuple[Any, ...]] = None
     if lead is not None:
@@ -568,7 +572,9 @@ def _tools(b: _Builder, tools: Sequence[Any]) -> None:
         else:
             add("tools", ("tools", i), tool, ("tool", i), type(tool) is dict or isinstance(tool, Mapping), None, _tool_key)
     if lead is not None:
-        b.fp._tool_runs.put(lead, _ToolRun(tuple(b.blocks), tuple(b._digests), tuple(b._sizes), b.chars, b.fixed))
+        run = _ToolRun(tuple(b.blocks), tuple(b._digests), tuple(b._sizes), b.chars, b.fixed, _names_key(_tool_names(tools)))
+        b.fp._tool_runs.put(lead, run)
+        b.tool_names = run.names
 
 
 def _tools_key(tools: Sequence[dict[str, Any]]) -> Optional[int]:
@@ -604,14 +610,28 @@ def _plain_dict(tool: Any) -> bool:
     return type(tool) is dict and "cache_control" not in tool
 
 
-def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int]) -> bytes:
-    # Stable under edits *inside* the system prompt (a timestamp) but not across different
-    # prompts: tool names, the number of system blocks and their rough sizes.
-    names = tuple([(t.get("name") or _get(t.get("function"), "name")) if type(t) is dict or isinstance(t, Mapping) else "?" for t in tools])
+def _tool_names(tools: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple([(t.get("name") or _get(t.get("function"), "name")) if type(t) is dict or isinstance(t, Mapping) else "?" for t in tools])
+
+
+def _names_key(names: tuple[Any, ...]) -> tuple[int, int]:
+    return (hash(names), len(names))  # hashes only: tool names are prompt text too
+
+
+def _family(fp: Fingerprinter, api: str, tools: Sequence[Any], system: Sequence[int], names_key: Optional[tuple[int, int]] = None) -> bytes:
+    """The request's family: stable under edits *inside* the system prompt (a timestamp) but
+    not across different prompts: tool names, the number of system blocks and their rough
+    sizes. ``names_key``: `_names_key` of the tools' names, when a tools run already knows it."""
+    names: Optional[tuple[Any, ...]] = None
+    if names_key is None:
+        names = _tool_names(tools)
+        names_key = _names_key(names)
     sizes = tuple([n // 512 for n in system])
-    key = (api, hash(names), len(names), sizes)  # hashes only: tool names are prompt text too
+    key = (api, *names_key, sizes)
     found: Optional[bytes] = fp._links.get(key)
     if found is None:
+        if names is None:
+            names = _tool_names(tools)
         found = fp.digest(api.encode(), "\x1f".join(map(str, names)).encode(), "\x1f".join(map(str, sizes)).encode(), size=8)
         fp._links.put(key, found)
     return found
@@ -816,7 +836,7 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
     segments = (SegmentPrint("model", (fp.link(b"model", model.encode()),), -1, (len(model),)), *b.segments())
     return frozen(
         Shape, api=api, model=model, blocks=tuple(b.blocks), segments=segments,
-        family=_family(fp, api, tools, system_sizes), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
+        family=_family(fp, api, tools, system_sizes, b.tool_names), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
         messages=len(items), top_level=top_ttl, context=context, markers=tuple(b.markers), _fp=fp,
         _digests=tuple(b._digests),
     )  # fmt: skip
