@@ -150,7 +150,12 @@ def plan_markers(shape: Shape, wanted: Sequence[int]) -> MarkerPlan:
     later_1h = [i for i, ttl in caller.items() if ttl == "1h"]
     if shape.top_level == "1h" and top is not None:
         later_1h.append(top)
-    added = tuple(sorted((i, "1h" if any(j > i for j in later_1h) else None) for i in chosen))
+    chosen.sort()
+    if later_1h:  # a 5m marker may not come after a 1h one: ours before a later 1h marker are 1h too
+        last_1h = max(later_1h)
+        added = tuple([(i, "1h" if i < last_1h else None) for i in chosen])
+    else:
+        added = tuple([(i, None) for i in chosen])
     every: dict[int, str] = dict(caller)
     if top is not None and shape.top_level is not None:
         every.setdefault(top, shape.top_level)

@@ -266,6 +266,9 @@ class Shape:
     def segment(self, name: str) -> Optional[SegmentPrint]:
         """The print of segment ``name``, if the request has it."""
         if name.startswith("message"):
+            messages = self.message_segments
+            if messages and messages[-1].name == name:  # the newest message: what the planner asks for
+                return messages[-1]
             return self._segment_map.get(name)
         for seg in self.segments:
             if seg.name == name:

@@ -116,8 +116,9 @@ def expect_anthropic(
                 read = max(read, q)
                 break
     expected = blocks[read].prefix_tokens if read >= 0 else 0
-    eligible = any(blocks[p].prefix_tokens >= min_tokens for p, _ in markers)
-    last = max((p for p, _ in markers), default=-1)
+    marked = [p for p, _ in markers]
+    eligible = bool(marked) and max([blocks[p].prefix_tokens for p in marked]) >= min_tokens
+    last = max(marked, default=-1)
     reason, why = _common_reason(shape, states, read, last, change, previous_marked)
     if reason is None:
         if limited:
