@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 
 from ..core._record import CallRecord
 from ..core._timing import CallTimer, Clock
 from ..core._retry import RetryPolicy
-from ..telemetry._otel import Telemetry, current_span, default_telemetry
+from ..telemetry._otel import Telemetry, attach_span, default_telemetry, detach_span
 from ..telemetry._recorder import Recorder
 
 __all__ = [
@@ -79,19 +78,38 @@ class _CallSpan:
 _IN_FLIGHT: ContextVar[bool] = ContextVar("latencykit_in_flight", default=False)
 
 
-@contextmanager
-def sending(timer: CallTimer) -> Iterator[None]:
-    """While the SDK sends the request, the call's span is the current span and the call is
-    marked as observed, so the client's ``request()`` catch-all does not record it again."""
-    ctx = timer.context
-    token = _IN_FLIGHT.set(True)
-    rec_token = _CURRENT_RECORD.set(timer.record)  # semantic cache hook (issue #12): marks hits on it
-    try:
-        with current_span(ctx.span if isinstance(ctx, _CallSpan) else None):
-            yield
-    finally:
-        _CURRENT_RECORD.reset(rec_token)
-        _IN_FLIGHT.reset(token)
+class sending:
+    """``with sending(timer):`` while the SDK sends the request, the call's span is the current
+    span and the call is marked as observed, so the client's ``request()`` catch-all does not
+    record it again. (A class, not a generator context manager: it runs on every call.)"""
+
+    __slots__ = ("_timer", "_tokens")
+
+    def __init__(self, timer: CallTimer) -> None:
+        self._timer = timer
+        self._tokens: Any = None
+
+    def __enter__(self) -> None:
+        timer = self._timer
+        ctx = timer.context
+        flight = _IN_FLIGHT.set(True)
+        record = _CURRENT_RECORD.set(timer.record)  # semantic cache hook (issue #12): marks hits on it
+        try:
+            span = attach_span(ctx.span) if isinstance(ctx, _CallSpan) and ctx.span is not None else None
+        except BaseException:
+            _CURRENT_RECORD.reset(record)
+            _IN_FLIGHT.reset(flight)
+            raise
+        self._tokens = (flight, record, span)
+
+    def __exit__(self, *exc: Any) -> None:
+        flight, record, span = self._tokens
+        try:
+            if span is not None:
+                detach_span(span)
+        finally:
+            _CURRENT_RECORD.reset(record)
+            _IN_FLIGHT.reset(flight)
 
 
 _CURRENT_RECORD: ContextVar[Optional[CallRecord]] = ContextVar("latencykit_current_record", default=None)

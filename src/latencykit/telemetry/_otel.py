@@ -20,8 +20,7 @@ import json
 import logging
 import os
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
@@ -30,7 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from ..core._record import CallRecord
 from . import _semconv as sc
 
-__all__ = ["Telemetry", "current_span", "default_telemetry"]
+__all__ = ["Telemetry", "attach_span", "default_telemetry", "detach_span"]
 
 logger = logging.getLogger("latencykit")
 
@@ -337,17 +336,15 @@ def _configured(where: _Global, get_provider: Any) -> bool:
     return not _stand_in(get_provider())
 
 
-@contextmanager
-def current_span(span: Any) -> Iterator[None]:
-    """Make ``span`` the current span while the SDK sends (so its own spans nest inside)."""
-    if span is None:
-        yield
-        return
-    token = otel_context.attach(trace.set_span_in_context(span))
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
+def attach_span(span: Any) -> Any:
+    """Make ``span`` the current span (while the SDK sends, so its own spans nest inside);
+    returns the token for `detach_span`."""
+    return otel_context.attach(trace.set_span_in_context(span))
+
+
+def detach_span(token: Any) -> None:
+    """Undo `attach_span`."""
+    otel_context.detach(token)
 
 
 _default: Optional[Telemetry] = None
