@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Block", "Fingerprinter", "SegmentPrint", "Shape", "Unsupported", "parse", "resolve", "texts", "CHUNK_CHARS",
-    "MAX_CHUNKS", "marker_ttl", "is_markable", "message_segments",
+    "MAX_CHUNKS", "marker_ttl", "is_markable", "message_segments", "frozen",
 ]  # fmt: skip
 
 CHUNK_CHARS = 16
@@ -598,8 +598,8 @@ def _tools_key(tools: Sequence[dict[str, Any]]) -> Optional[int]:
         for k, v in tool.items():
             if type(v) is str:
                 fields.append((k, hash(v)))
-            else:
-                fields.append(k)
+            else:  # a 1-tuple, never equal to a string field's pair whatever the key
+                fields.append((k,))
                 nested.append(v)
     try:
         packed = _marshal(nested)

@@ -114,7 +114,10 @@ class Recorder:
                     stats = self._stats.get(key)
                 if stats is None:
                     stats = self._stats[key] = LatencyStats(self.relative_accuracy)
-            stats.add_all(batch)
+            try:
+                stats.add_all(batch)
+            except Exception:  # never lose the other groups' calls to one that cannot be folded
+                logger.exception("latencykit: could not add %d call(s) to the statistics of %s", len(batch), key)
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener(record)`` for every record added from now on."""
