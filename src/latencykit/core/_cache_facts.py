@@ -9,6 +9,8 @@ table follows the latest summary (2026-10) and can be overridden per client with
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from typing import Optional
 
@@ -72,23 +74,14 @@ PRICE_MULTIPLIERS: Mapping[str, Mapping[str, float]] = {
 
 def min_cacheable_tokens(model: Optional[str], overrides: Optional[Mapping[str, int]] = None) -> int:
     """The minimum cacheable prefix for an Anthropic ``model`` (overrides first, by substring)."""
-    key = (model, tuple(overrides.items()) if overrides else ())
+    table = tuple(overrides.items()) if overrides else ()
     try:
-        found = _MINIMUMS.get(key)
+        return _min_tokens(model, table)  # remembered: asked once per planned call
     except TypeError:  # an unhashable override value: no memo
-        return _min_tokens(model, key[1])
-    if found is None:
-        found = _min_tokens(model, key[1])
-        if len(_MINIMUMS) >= 1024:
-            _MINIMUMS.clear()
-        _MINIMUMS[key] = found
-    return found
+        return _min_tokens.__wrapped__(model, table)
 
 
-_MINIMUMS: dict[tuple[Optional[str], tuple[tuple[str, int], ...]], int] = {}
-"""`min_cacheable_tokens` by (model, overrides): asked once per planned call."""
-
-
+@functools.lru_cache(maxsize=1024)
 def _min_tokens(model: Optional[str], overrides: tuple[tuple[str, int], ...]) -> int:
     name = (model or "").lower()
     for table in (overrides, ANTHROPIC_MIN_TOKENS):

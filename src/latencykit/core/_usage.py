@@ -10,6 +10,7 @@ Objects are read by attribute, so SDK models and test doubles both work.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 from ._record import CallRecord
@@ -38,25 +39,17 @@ def _field(obj: Any, name: str) -> Any:
     if isinstance(extra, dict):
         if name in extra:
             return extra[name]
-        if not _class_has(type(obj), name):  # no property of that name either
+        if not _class_has(type(obj), name):  # type: ignore[arg-type]  # (classes are hashable; no property of that name either)
             return None
     return getattr(obj, name, None)
 
 
-_CLASS_HAS: dict[tuple[type, str], bool] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _class_has(cls: type, name: str) -> bool:
     """``hasattr(cls, name)``, remembered: on a pydantic model class a miss goes through the
     metaclass's ``__getattr__`` and a raised ``AttributeError``, for a field the installed
     SDK does not model (``iterations``), on every call."""
-    key = (cls, name)
-    found = _CLASS_HAS.get(key)
-    if found is None:
-        if len(_CLASS_HAS) >= 4096:  # classes made at run time: stay bounded
-            _CLASS_HAS.clear()
-        found = _CLASS_HAS[key] = hasattr(cls, name)
-    return found
+    return hasattr(cls, name)
 
 
 def _total(items: list[Any], *path: str) -> Optional[int]:
