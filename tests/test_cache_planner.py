@@ -538,3 +538,95 @@ def test_the_shape_and_context_a_strategy_sees_are_whole_dataclasses() -> None:
             obj.min_tokens = 1 if obj is ctx else None  # type: ignore[misc, union-attr]
     assert hash(dataclasses.replace(ctx.shape)) == hash(ctx.shape)
     assert ctx.shape.digests == tuple(b.digest for b in ctx.shape.blocks) and ctx.shape.prompt_tokens > 0
+
+
+# -- prompts too short for any cache ---------------------------------------------------------
+
+
+def _judged(policy: lk.CachePolicy, api: str, req: dict[str, Any], read: Any) -> tuple[Any, ...]:
+    """What the policy sends and what its finish hook writes into a record that read ``read``."""
+    sent, finish = policy(api, req)
+    rec = lk.CallRecord(provider="anthropic" if api == "messages" else "openai", operation="chat", request_model=req.get("model"))
+    rec.cache_read_tokens, rec.cache_write_tokens = read, (0 if read is not None else None)
+    assert finish is not None
+    finish(rec)
+    return sent, rec.cache_expected_tokens, rec.cache_verdict, rec.cache_miss_reason
+
+
+def _full_path(policy_kwargs: dict[str, Any]) -> lk.CachePolicy:
+    """A policy that always parses, learns and plans: an estimator that is not the built-in one
+    (the same function, wrapped) turns the short-prompt path off."""
+    from latencykit.core._tokens import block_size
+
+    return lk.CachePolicy(estimator=lambda block: block_size(block), **policy_kwargs)
+
+
+_SHORT_TEXT = st.text(st.characters(codec="utf-8"), max_size=300)
+_SHORT_REQUESTS = st.one_of(
+    st.builds(
+        lambda system, turns, model: ("messages", {
+            "model": model, "max_tokens": 64, **({"system": system} if system is not None else {}),
+            "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)],
+        }),
+        st.none() | _SHORT_TEXT, st.lists(_SHORT_TEXT, min_size=1, max_size=6), st.sampled_from([MODEL, "claude-haiku-4-5", "x"]),
+    ),
+    st.builds(
+        lambda system, turns: ("chat.completions", {
+            "model": "gpt-5-mini",
+            "messages": ([{"role": "system", "content": system}] if system is not None else [])
+            + [{"role": "user", "content": t} for t in turns],
+        }),
+        st.none() | _SHORT_TEXT, st.lists(_SHORT_TEXT, min_size=1, max_size=6),
+    ),
+    st.builds(
+        lambda instructions, text: ("responses", {"model": "gpt-5-mini", "input": text, **({"instructions": instructions} if instructions else {})}),
+        st.none() | _SHORT_TEXT, _SHORT_TEXT,
+    ),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_SHORT_REQUESTS, st.sampled_from([None, 0, 5]), st.sampled_from([{}, {"min_tokens": {"": 64}}]))
+def test_a_prompt_too_short_to_cache_is_judged_as_the_full_planner_judges_it(
+    case: tuple[str, dict[str, Any]], read: Any, options: dict[str, Any]
+) -> None:
+    """Short plain prompts skip parsing and learning: sent as given (the very object), with the
+    same expected tokens, verdict and reason as the full planner gives, twice in a row."""
+    api, req = case
+    before = copy.deepcopy(req)
+    fast, full = lk.CachePolicy(**options), _full_path(options)
+    for _ in range(2):
+        got, want = _judged(fast, api, req, read), _judged(full, api, req, read)
+        assert got[1:] == want[1:]
+        assert got[0] == want[0] == req
+    assert req == before
+
+
+def test_a_short_prompt_is_sent_as_the_same_object_and_leaves_no_family_state() -> None:
+    policy = lk.CachePolicy()
+    req = {"model": MODEL, "max_tokens": 64, "system": "Be brief.", "messages": [{"role": "user", "content": "Write a story."}]}
+    sent, finish = policy("messages", req)
+    assert sent is req and finish is not None
+    assert not policy._families._states  # nothing learned from a prompt no cache can hold
+    rec = lk.CallRecord(provider="anthropic", operation="chat", request_model=MODEL)
+    rec.cache_read_tokens = rec.cache_write_tokens = 0
+    finish(rec)
+    assert (rec.cache_expected_tokens, rec.cache_verdict, rec.cache_miss_reason) == (0, "expected_miss", "below_minimum")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tools": []},
+        {"system": [{"type": "text", "text": "Be brief."}]},
+        {"cache_control": {"type": "ephemeral"}},
+        {"extra_body": {"tools": [{"name": "t", "input_schema": {"type": "object"}}]}},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]},
+        {"messages": [{"role": "user", "content": "x" * 8000}]},
+    ],
+)
+def test_a_request_that_is_not_short_and_plain_is_planned_in_full(extra: dict[str, Any]) -> None:
+    policy = lk.CachePolicy()
+    req = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "Write a story."}], **extra}
+    policy("messages", req)
+    assert policy._families._states  # parsed and learned

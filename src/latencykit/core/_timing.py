@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 from typing import Callable, Optional
 
 from ._rank import nearest_rank
@@ -214,10 +215,10 @@ class CallTimer:
                 rec.tpot = (last - first) / (n - 1)
         rec.chunks = len(stamps)
         if len(stamps) > 1:
-            gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+            gaps = list(map(operator.sub, stamps[1:], stamps))  # one C loop, not a comprehension
             gaps.sort()
             k = len(gaps)
-            rec.chunk_gap_mean = sum(gaps) / k
+            rec.chunk_gap_mean = (stamps[-1] - stamps[0]) / k  # the gaps telescope: no sum needed
             rec.chunk_gap_p50 = _quantile_sorted(gaps, 0.50)
             rec.chunk_gap_p95 = _quantile_sorted(gaps, 0.95)
             rec.chunk_gap_max = gaps[-1]

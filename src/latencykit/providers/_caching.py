@@ -26,8 +26,10 @@ from ..core._learn import Change, Families
 from ..core._ledger import Ledger
 from ..core._record import CallRecord
 from ..core._segments import Fingerprinter, Shape, Unsupported, frozen, parse, texts
-from ..core._tokens import block_size
-from ..core._verify import NOT_CHANGED_LOCALLY, PARTIAL, PREFIX_CHANGED, UNEXPECTED_MISS, Expectation, expect_anthropic, expect_openai, judge
+from ..core._tokens import CHARS_PER_TOKEN, PER_MESSAGE_TOKENS, PER_REQUEST_TOKENS, block_size
+from ..core._verify import (
+    BELOW_MINIMUM, NOT_CHANGED_LOCALLY, PARTIAL, PREFIX_CHANGED, UNEXPECTED_MISS, Expectation, expect_anthropic, expect_openai, judge,
+)
 from ._calls import Finish, given
 
 __all__ = ["CacheOption", "CachePolicy", "resolve_cache"]
@@ -108,6 +110,9 @@ class CachePolicy:
         """Plan one request: ``(kwargs to send, finish hook)``; the caller's ``kwargs`` are never mutated."""
         if api not in _APIS:
             return kwargs, None
+        short = self._too_short(api, kwargs)
+        if short is not None:
+            return kwargs, short
         try:
             shape = parse(api, kwargs, self._fp, self._estimate)
         except Unsupported as exc:
@@ -124,6 +129,33 @@ class CachePolicy:
             sent, finish, furthest = self._plan_openai(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
         self._families.marked(shape, furthest, learned, text)
         return sent, finish
+
+    def _too_short(self, api: str, kwargs: dict[str, Any]) -> Optional[Finish]:
+        """The finish hook of a request too short for any cache to hold, or ``None``.
+
+        A prompt of a few plain strings (no tools, blocks or markers) whose estimate stays
+        below the cacheable minimum gets no marker, no key and no expected read, whatever
+        the family's history: it is sent as given and judged without being parsed, learned
+        or planned (~40 µs a call). Only under the built-in planner and estimator, whose
+        decisions this repeats; anything else takes the full path.
+        """
+        if self.diagnostics or self._estimate is not block_size or not isinstance(self.strategy, (BreakpointPlanner, type(None))):
+            return None
+        size = _plain_size(api, kwargs)
+        if size is None:
+            return None
+        chars, parts = size
+        limit = min_cacheable_tokens(kwargs.get("model"), self.min_tokens) if api == "messages" else OPENAI_MIN_TOKENS
+        # An upper bound of the estimate: the text, and twice the fixed tokens of every part.
+        if -(-chars // CHARS_PER_TOKEN) + 2 * (PER_REQUEST_TOKENS + PER_MESSAGE_TOKENS * parts) >= limit:
+            return None
+        exp = Expectation(0, -1, BELOW_MINIMUM, None, False, limit)
+        implicit = api != "messages"
+
+        def finish(rec: CallRecord) -> None:
+            self._verify(rec, exp, implicit=implicit)
+
+        return finish
 
     def _plan_anthropic(
         self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
@@ -237,6 +269,52 @@ class CachePolicy:
             rec.cache_verdict, rec.request_model, exp.expected_tokens, rec.cache_read_tokens,
             f" ({suppressed} similar warnings suppressed)" if suppressed else "",
         )  # fmt: skip
+
+
+_MAX_PLAIN_MESSAGES = 64
+_PLAIN_OPTIONS = frozenset(
+    {
+        "model", "messages", "input", "system", "instructions", "stream", "stream_options", "max_tokens",
+        "max_completion_tokens", "max_output_tokens", "temperature", "top_p", "top_k", "n", "seed", "stop",
+        "stop_sequences", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+        "metadata", "user", "safety_identifier", "service_tier", "store", "thinking", "reasoning",
+        "reasoning_effort", "verbosity", "prompt_cache_key", "prompt_cache_retention", "extra_headers",
+        "extra_query", "timeout",
+    }
+)  # fmt: skip
+"""Request options that add nothing to the prompt (tools, ``extra_body``, a previous response... do)."""
+
+
+def _plain_size(api: str, kwargs: Mapping[str, Any]) -> Optional[tuple[int, int]]:
+    """``(characters, parts)`` of a prompt made only of plain strings, or ``None``.
+
+    Plain: only options that add nothing to the prompt (no tools, response format, marker,
+    previous response or ``extra_body``); the system prompt / instructions a string if
+    given; at most 64 messages, each ``{"role": ..., "content": str}``. Anything else
+    (blocks, images, tool calls) is ``None``.
+    """
+    if not _PLAIN_OPTIONS.issuperset(kwargs):
+        return None
+    chars = parts = 0
+    for name in ("system", "instructions"):
+        value = kwargs.get(name)
+        if given(value):
+            if not isinstance(value, str):
+                return None
+            chars, parts = chars + len(value), parts + 1
+    messages = kwargs.get("input") if api == "responses" else kwargs.get("messages")
+    if isinstance(messages, str) and api == "responses":
+        return chars + len(messages), parts + 1
+    if not isinstance(messages, list) or len(messages) > _MAX_PLAIN_MESSAGES:
+        return None
+    for message in messages:
+        if not isinstance(message, Mapping) or len(message) != 2:
+            return None
+        content = message.get("content")
+        if not isinstance(content, str) or not isinstance(message.get("role"), str):
+            return None
+        chars, parts = chars + len(content), parts + 1
+    return chars, parts
 
 
 def _warn_dynamic(change: Change) -> None:

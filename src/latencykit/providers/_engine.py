@@ -194,6 +194,7 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
     """Read until the first token (or the end); returns the events read, for replay."""
     held: list[Any] = []
     timer = tap.timer
+    see = tap.__call__
     while True:
         try:
             event = next(raw)
@@ -202,7 +203,7 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
                 return held
             raise _early_end(tap, raw) from None
         try:
-            keep = tap(event)
+            keep = see(event)
         except Exception:
             keep = True
         if keep:
@@ -214,6 +215,7 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
 async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
     held: list[Any] = []
     timer = tap.timer
+    see = tap.__call__
     while True:
         try:
             event = await raw.__anext__()
@@ -222,7 +224,7 @@ async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
                 return held
             raise _early_end(tap, raw) from None
         try:
-            keep = tap(event)
+            keep = see(event)
         except Exception:
             keep = True
         if keep:
@@ -387,11 +389,12 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
                 tap.opened(raw)
                 acc = new_acc()
                 watchdog: Optional[_Watchdog] = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
+                see = tap.__call__
                 try:
                     with raw:
                         for event in raw:
                             try:
-                                tap(event)
+                                see(event)
                             except Exception:
                                 pass
                             if watchdog is not None and timer.saw_token:
@@ -454,10 +457,11 @@ async def acomplete_retrying(
 
 
 async def _aconsume(raw: Any, tap: Tap, acc: Accumulator) -> None:
+    see = tap.__call__
     async with raw:
         async for event in raw:
             try:
-                tap(event)
+                see(event)
             except Exception:
                 pass
             acc.feed(event)

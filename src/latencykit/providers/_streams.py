@@ -16,9 +16,8 @@ import logging
 import weakref
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
 
-from .._errors import incomplete_error, interrupted_error
 from ._calls import sending
-from ._tap import Tap, not_event_stream
+from ._tap import Tap, end_of_events, raise_failure, tap_failed
 
 __all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "TAP_ATTR"]
 
@@ -33,69 +32,9 @@ _REPLAY = "_lk_replay"
 def _tapped(tap: Tap, item: Any) -> bool:
     """Run the tap; a measurement failure is logged once per call and never breaks the stream."""
     try:
-        return tap(item)
+        return tap.__call__(item)  # a method call: cheaper than calling the instance
     except Exception:
-        return _tap_failed(tap)
-
-
-def _tap_failed(tap: Tap) -> bool:
-    """Log a tap failure once per call (inside an ``except``); the event still reaches the caller."""
-    record = tap.timer.record
-    if not record.extra.get("tap_failed"):
-        record.extra["tap_failed"] = True
-        logger.warning("latencykit: could not read a %s stream event; timing may be incomplete", record.provider, exc_info=True)
-    return True
-
-
-def _broken(tap: Tap, exc: BaseException, request: Any) -> BaseException:
-    """The exception the caller gets when the stream breaks: after content, with the partial output."""
-    if not isinstance(exc, Exception) or not tap.timer.saw_token:
-        return exc
-    return interrupted_error(exc, tap.partial(), tap.connection_error, request)
-
-
-def _truncated(tap: Tap, stream: Any) -> BaseException:
-    """The stream ended cleanly but without its terminal event: a drop all the same (an
-    `IncompleteStreamError`), unless the server reported an error or sent no event stream."""
-    request = _request(stream)
-    reported = tap.stream_error(request)
-    if reported is not None:
-        return interrupted_error(reported, tap.partial(), tap.connection_error, request) if tap.timer.saw_token else reported
-    if not tap.timer.saw_token:
-        wrong = not_event_stream(tap, getattr(stream, "response", None))
-        if wrong is not None:
-            return wrong
-    return incomplete_error(tap.partial(), tap.connection_error, request, after_content=tap.timer.saw_token)
-
-
-def _raise_failure(tap: Tap, exc: BaseException, stream: Any) -> NoReturn:
-    """End the call on ``exc`` and raise what the caller gets (the SDK error, or after content
-    a `StreamInterruptedError` with the partial output). A stream the caller had already
-    closed fails as the raw SDK's does: the call was over, nothing broke."""
-    if tap.timer.finished:
-        raise exc
-    broken = _broken(tap, exc, _request(stream))
-    tap.timer.fail(broken)
-    if broken is exc:
-        raise exc
-    raise broken from exc
-
-
-def _end(tap: Tap, stream: Any) -> Optional[BaseException]:
-    """The iterator ended: finalize; the error to raise if the terminal event never came."""
-    timer = tap.timer
-    if timer.finished:
-        return None
-    if timer.saw_terminal:
-        timer.exhausted()
-        return None
-    err = _truncated(tap, stream)
-    timer.fail(err)
-    return err
-
-
-def _request(stream: Any) -> Any:
-    return getattr(getattr(stream, "response", None), "request", None)
+        return tap_failed(tap)
 
 
 # The SDKs' own ``__iter__`` / ``__aiter__`` only re-yield ``self._iterator`` (anthropic also
@@ -164,24 +103,7 @@ def _sync_subclass(cls: type) -> type:
 
     def __iter__(self: Any) -> Iterator[Any]:
         tap: Tap = self.__dict__[_TAP]
-        replay = self.__dict__.pop(_REPLAY, None)
-        try:
-            if replay:
-                yield from replay  # held back until the first token; already timed
-            for item in _source(self, direct, base_iter):
-                try:  # inlined, not a helper call: this runs once per event
-                    keep = tap(item)
-                except Exception:
-                    keep = _tap_failed(tap)
-                if keep:
-                    yield item
-        except GeneratorExit:
-            raise  # the caller stopped iterating; close() / GC finalize the record
-        except BaseException as exc:
-            _raise_failure(tap, exc, self)
-        truncated = _end(tap, self)
-        if truncated is not None:
-            raise truncated
+        return tap.relay(self, _source(self, direct, base_iter), self.__dict__.pop(_REPLAY, ()))
 
     def __next__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
@@ -192,12 +114,12 @@ def _sync_subclass(cls: type) -> type:
             try:
                 item = base_next(self)
             except StopIteration:
-                truncated = _end(tap, self)
+                truncated = end_of_events(tap, self)
                 if truncated is not None:
                     raise truncated from None
                 raise
             except BaseException as exc:
-                _raise_failure(tap, exc, self)
+                raise_failure(tap, exc, self)
             if _tapped(tap, item):
                 return item
 
@@ -215,27 +137,9 @@ def _async_subclass(cls: type) -> type:
     base_aiter, base_anext, base_close = cls.__aiter__, cls.__anext__, cls.close  # type: ignore[attr-defined]
     direct = direct_iteration(base_aiter)
 
-    async def __aiter__(self: Any) -> AsyncIterator[Any]:
+    def __aiter__(self: Any) -> AsyncIterator[Any]:
         tap: Tap = self.__dict__[_TAP]
-        replay = self.__dict__.pop(_REPLAY, None)
-        try:
-            if replay:
-                for item in replay:
-                    yield item
-            async for item in _source(self, direct, base_aiter):
-                try:
-                    keep = tap(item)
-                except Exception:
-                    keep = _tap_failed(tap)
-                if keep:
-                    yield item
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            _raise_failure(tap, exc, self)
-        truncated = _end(tap, self)
-        if truncated is not None:
-            raise truncated
+        return tap.arelay(self, _source(self, direct, base_aiter), self.__dict__.pop(_REPLAY, ()))
 
     async def __anext__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
@@ -246,12 +150,12 @@ def _async_subclass(cls: type) -> type:
             try:
                 item = await base_anext(self)
             except StopAsyncIteration:
-                truncated = _end(tap, self)
+                truncated = end_of_events(tap, self)
                 if truncated is not None:
                     raise truncated from None
                 raise
             except BaseException as exc:
-                _raise_failure(tap, exc, self)
+                raise_failure(tap, exc, self)
             if _tapped(tap, item):
                 return item
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Optional
+import logging
+from typing import Any, AsyncIterable, AsyncIterator, ClassVar, Iterable, Iterator, NoReturn, Optional, Sequence
 
-from .._errors import PartialOutput
+from .._errors import PartialOutput, incomplete_error, interrupted_error
 from ..core._timing import CallTimer
 
-__all__ = ["Tap", "not_event_stream"]
+__all__ = ["Tap", "not_event_stream", "tap_failed", "raise_failure", "end_of_events"]
+
+logger = logging.getLogger("latencykit")
 
 
 class Tap:
@@ -45,6 +48,54 @@ class Tap:
         """Observe ``event``; return whether it should reach the caller."""
         self.timer.event(False)
         return True
+
+    def relay(self, stream: Any, events: Iterable[Any], replay: Sequence[Any] = ()) -> Iterator[Any]:
+        """What iterating an observed ``stream`` yields: ``replay`` (events held back until the
+        first token, already timed), then ``events`` (the SDK's), each tapped; the call is
+        finalized when they end or fail (see `end_of_events`, `raise_failure`).
+
+        The one loop every event of a streamed call passes through. A provider tap may
+        override it to handle its commonest event inline (a call fewer per event), leaving
+        everything else to ``__call__``.
+        """
+        see = self.__call__  # a bound method: CPython inlines its call, not an instance's (~40 ns per event)
+        try:
+            yield from replay
+            for event in events:
+                try:
+                    keep = see(event)
+                except Exception:
+                    keep = tap_failed(self)
+                if keep:
+                    yield event
+        except GeneratorExit:
+            raise  # the caller stopped iterating; close() / GC finalize the record
+        except BaseException as exc:
+            raise_failure(self, exc, stream)
+        truncated = end_of_events(self, stream)
+        if truncated is not None:
+            raise truncated
+
+    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: Sequence[Any] = ()) -> AsyncIterator[Any]:
+        """Async twin of `relay`."""
+        see = self.__call__
+        try:
+            for event in replay:
+                yield event
+            async for event in events:
+                try:
+                    keep = see(event)
+                except Exception:
+                    keep = tap_failed(self)
+                if keep:
+                    yield event
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            raise_failure(self, exc, stream)
+        truncated = end_of_events(self, stream)
+        if truncated is not None:
+            raise truncated
 
     def opened(self, stream: Any) -> None:
         """The SDK stream exists and has not been iterated yet (a hook for wire-level watching)."""
@@ -96,3 +147,63 @@ def not_event_stream(tap: Tap, response: Any) -> Optional[BaseException]:
     )
     err: BaseException = tap.api_error(message, getattr(response, "request", None), body=None)
     return err
+
+
+def tap_failed(tap: Tap) -> bool:
+    """Log a tap failure once per call (inside an ``except``); the event still reaches the caller."""
+    record = tap.timer.record
+    if not record.extra.get("tap_failed"):
+        record.extra["tap_failed"] = True
+        logger.warning("latencykit: could not read a %s stream event; timing may be incomplete", record.provider, exc_info=True)
+    return True
+
+
+def _broken(tap: Tap, exc: BaseException, request: Any) -> BaseException:
+    """The exception the caller gets when the stream breaks: after content, with the partial output."""
+    if not isinstance(exc, Exception) or not tap.timer.saw_token:
+        return exc
+    return interrupted_error(exc, tap.partial(), tap.connection_error, request)
+
+
+def _truncated(tap: Tap, stream: Any) -> BaseException:
+    """The stream ended cleanly but without its terminal event: a drop all the same (an
+    `IncompleteStreamError`), unless the server reported an error or sent no event stream."""
+    request = _request(stream)
+    reported = tap.stream_error(request)
+    if reported is not None:
+        return interrupted_error(reported, tap.partial(), tap.connection_error, request) if tap.timer.saw_token else reported
+    if not tap.timer.saw_token:
+        wrong = not_event_stream(tap, getattr(stream, "response", None))
+        if wrong is not None:
+            return wrong
+    return incomplete_error(tap.partial(), tap.connection_error, request, after_content=tap.timer.saw_token)
+
+
+def raise_failure(tap: Tap, exc: BaseException, stream: Any) -> NoReturn:
+    """End the call on ``exc`` and raise what the caller gets (the SDK error, or after content
+    a `StreamInterruptedError` with the partial output). A stream the caller had already
+    closed fails as the raw SDK's does: the call was over, nothing broke."""
+    if tap.timer.finished:
+        raise exc
+    broken = _broken(tap, exc, _request(stream))
+    tap.timer.fail(broken)
+    if broken is exc:
+        raise exc
+    raise broken from exc
+
+
+def end_of_events(tap: Tap, stream: Any) -> Optional[BaseException]:
+    """The iterator ended: finalize; the error to raise if the terminal event never came."""
+    timer = tap.timer
+    if timer.finished:
+        return None
+    if timer.saw_terminal:
+        timer.exhausted()
+        return None
+    err = _truncated(tap, stream)
+    timer.fail(err)
+    return err
+
+
+def _request(stream: Any) -> Any:
+    return getattr(getattr(stream, "response", None), "request", None)

@@ -11,7 +11,7 @@ Raw responses and ``client.post()`` calls are recorded by the client's ``request
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Mapping, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterable, AsyncIterator, Awaitable, Callable, ClassVar, Iterable, Iterator, Mapping, Optional, Sequence
 
 import anthropic
 from anthropic.lib.streaming._beta_messages import accumulate_event as accumulate_beta_event
@@ -43,7 +43,7 @@ from ._client import LatencyClientOptions, client_class
 from ._http import Endpoint
 from ._managers import wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
-from ._tap import Tap
+from ._tap import Tap, end_of_events, raise_failure, tap_failed
 
 __all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator", "BetaMessageAccumulator"]
 
@@ -127,6 +127,58 @@ class AnthropicTap(Tap):
         """Forget what an abandoned attempt delivered."""
         super().new_attempt()
         self._tool_ids = {}
+
+    # The loop of `Tap.relay` with its commonest event, a text delta, handled inline (as
+    # ``__call__`` handles it): nine events in ten, each spared a call. In situ, between the
+    # SDK's own ~25 µs of parsing per event, that call costs more than the work it does.
+    def relay(self, stream: Any, events: Iterable[Any], replay: Sequence[Any] = ()) -> Iterator[Any]:
+        see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
+        try:
+            yield from replay
+            for event in events:
+                try:
+                    if event.type == "content_block_delta" and (delta := event.delta).type == "text_delta" and (text := delta.text):
+                        texts.append(text)
+                        stamp(now())
+                        keep = True
+                    else:
+                        keep = see(event)
+                except Exception:
+                    keep = tap_failed(self)
+                if keep:
+                    yield event
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            raise_failure(self, exc, stream)
+        truncated = end_of_events(self, stream)
+        if truncated is not None:
+            raise truncated
+
+    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: Sequence[Any] = ()) -> AsyncIterator[Any]:
+        see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
+        try:
+            for event in replay:
+                yield event
+            async for event in events:
+                try:
+                    if event.type == "content_block_delta" and (delta := event.delta).type == "text_delta" and (text := delta.text):
+                        texts.append(text)
+                        stamp(now())
+                        keep = True
+                    else:
+                        keep = see(event)
+                except Exception:
+                    keep = tap_failed(self)
+                if keep:
+                    yield event
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            raise_failure(self, exc, stream)
+        truncated = end_of_events(self, stream)
+        if truncated is not None:
+            raise truncated
 
 
 class MessageAccumulator:

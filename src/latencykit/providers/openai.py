@@ -112,6 +112,13 @@ class ChatTap(Tap):
         elif not choices:
             timer.event(False)
             return True
+        elif len(choices) == 1:
+            choice = choices[0]
+            content = choice.delta.content
+            if content and not choice.finish_reason:  # the common chunk, one piece of text: no more to read
+                self.texts.append(content)
+                self._stamp(self._now())
+                return True
         token = False
         finished = None
         for choice in choices:
