@@ -199,6 +199,7 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
         try:
             event = next(raw)
         except StopIteration:
+            tap.ended()
             if timer.saw_terminal:
                 return held
             raise _early_end(tap, raw) from None
@@ -220,6 +221,7 @@ async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
         try:
             event = await raw.__anext__()
         except StopAsyncIteration:
+            tap.ended()
             if timer.saw_terminal:
                 return held
             raise _early_end(tap, raw) from None
@@ -251,6 +253,7 @@ def _early_end(tap: Tap, raw: Any) -> BaseException:
 def _raise_reported(tap: Tap, raw: Any) -> None:
     """After a stream consumed without its terminal event: raise the error the server
     reported, or say the answer was not an event stream, if so."""
+    tap.ended()
     if not tap.timer.saw_terminal:
         reported = tap.stream_error(_request_of(raw))
         if reported is None and not tap.timer.saw_token:

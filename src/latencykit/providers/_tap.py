@@ -100,6 +100,9 @@ class Tap:
     def opened(self, stream: Any) -> None:
         """The SDK stream exists and has not been iterated yet (a hook for wire-level watching)."""
 
+    def ended(self) -> None:
+        """The SDK's events ran out (before the call is judged complete or cut short)."""
+
     def new_attempt(self) -> None:
         """Forget what an abandoned attempt delivered, in the tap and in the record.
 
@@ -197,6 +200,7 @@ def end_of_events(tap: Tap, stream: Any) -> Optional[BaseException]:
     timer = tap.timer
     if timer.finished:
         return None
+    tap.ended()
     if timer.saw_terminal:
         timer.exhausted()
         return None

@@ -10,6 +10,7 @@ through the SDK's own helpers, which call the observed ``create``.
 
 from __future__ import annotations
 
+import types
 import weakref
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
@@ -68,7 +69,7 @@ class ChatTap(Tap):
     token even when its text is empty (a partial UTF-8 character).
     """
 
-    __slots__ = ("hide_usage", "_fresh", "_generated", "_usage_read")
+    __slots__ = ("hide_usage", "_fresh", "_generated", "_usage_read", "sse")
     connection_error = openai.APIConnectionError
     api_error = openai.APIError
 
@@ -78,6 +79,8 @@ class ChatTap(Tap):
         self._fresh = True
         self._generated = 0
         self._usage_read = False
+        self.sse: Any = None
+        """The SDK stream's SSE event generator, once its iterator started (see `watch_done`)."""
 
     def new_attempt(self) -> None:
         """Forget the events of an abandoned attempt (and read the next one's model and id)."""
@@ -85,12 +88,33 @@ class ChatTap(Tap):
         self._fresh = True
         self._generated = 0
         self._usage_read = False
+        self.sse = None
 
     def opened(self, stream: Any) -> None:
         """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it)."""
-        watch_done(stream, self.timer)
+        watch_done(stream, self)
+
+    def ended(self) -> None:
+        """The SDK's chunks ran out: at ``[DONE]``, if that is where it stopped.
+
+        The SDK breaks out of its loop over the SSE events at ``[DONE]``, leaving their
+        generator suspended, and otherwise runs it to its end (a body cut short, or ended
+        without ``[DONE]``): so its state says which, with nothing watched per event.
+        """
+        sse, self.sse = self.sse, None  # the generator may hold the stream: no cycle kept
+        if sse is not None and (sse.ag_frame if isinstance(sse, types.AsyncGeneratorType) else sse.gi_frame) is not None:
+            self.timer.terminal()
 
     def __call__(self, chunk: Any) -> bool:
+        if not self._fresh and chunk.usage is None:  # the commonest chunk first: one piece of text
+            choices = chunk.choices
+            if choices and len(choices) == 1:
+                choice = choices[0]
+                content = choice.delta.content
+                if content and not choice.finish_reason and getattr(chunk, "object", _CHUNK) == _CHUNK:
+                    self.texts.append(content)
+                    self._stamp(self._now())
+                    return True
         timer = self.timer
         if getattr(chunk, "object", _CHUNK) != _CHUNK:
             timer.event(False)
@@ -112,13 +136,6 @@ class ChatTap(Tap):
         elif not choices:
             timer.event(False)
             return True
-        elif len(choices) == 1:
-            choice = choices[0]
-            content = choice.delta.content
-            if content and not choice.finish_reason:  # the common chunk, one piece of text: no more to read
-                self.texts.append(content)
-                self._stamp(self._now())
-                return True
         token = False
         finished = None
         for choice in choices:
@@ -163,30 +180,36 @@ class ChatTap(Tap):
 
 class _DoneWatch:
     """Stands in for one SDK stream's ``_iter_events`` until the SDK calls it (once, when its
-    iterator starts), then wraps the real SSE events to see ``[DONE]``. Holds the stream
-    weakly and removes itself, so it adds no reference cycle."""
+    iterator starts), then hands the tap the real SSE event generator, whose state at the
+    end says whether the SDK stopped at ``[DONE]`` (`ChatTap.ended`). Where the SDK's
+    events are no generator, it watches each one instead. Holds the stream weakly and
+    removes itself, so it adds no reference cycle."""
 
-    __slots__ = ("stream", "timer")
+    __slots__ = ("stream", "tap")
 
-    def __init__(self, stream: Any, timer: CallTimer) -> None:
+    def __init__(self, stream: Any, tap: "ChatTap") -> None:
         self.stream = weakref.ref(stream)
-        self.timer = timer
+        self.tap = tap
 
     def __call__(self) -> Any:
         stream = self.stream()
         assert stream is not None  # the SDK calls this from the stream's own iterator
         stream.__dict__.pop("_iter_events", None)
         events = stream._iter_events()
-        return _adone(events, self.timer) if hasattr(events, "__aiter__") else _done(events, self.timer)
+        if isinstance(events, (types.GeneratorType, types.AsyncGeneratorType)):
+            self.tap.sse = events
+            return events
+        timer = self.tap.timer
+        return _adone(events, timer) if hasattr(events, "__aiter__") else _done(events, timer)
 
 
-def watch_done(stream: Any, timer: CallTimer) -> None:
-    """Mark ``timer`` terminal when ``stream``'s SSE events carry ``[DONE]``."""
+def watch_done(stream: Any, tap: "ChatTap") -> None:
+    """Let ``tap`` see whether ``stream``'s SSE events ended at ``[DONE]``."""
     state = getattr(stream, "__dict__", None)
     if state is None or "_lk_watched" in state or not callable(getattr(type(stream), "_iter_events", None)):
         return
     state["_lk_watched"] = True
-    state["_iter_events"] = _DoneWatch(stream, timer)
+    state["_iter_events"] = _DoneWatch(stream, tap)
 
 
 def _done(events: Any, timer: CallTimer) -> Any:
