@@ -12,16 +12,13 @@ The sync and async shells only iterate; all decisions live in the tap and the ti
 
 from __future__ import annotations
 
-import logging
 import weakref
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, NoReturn, Optional, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Sequence, TypeVar
 
 from ._calls import sending
 from ._tap import Tap, end_of_events, raise_failure, tap_failed
 
 __all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "TAP_ATTR"]
-
-logger = logging.getLogger("latencykit")
 
 S = TypeVar("S")
 

@@ -8,7 +8,7 @@ from typing import Any, AsyncIterable, AsyncIterator, ClassVar, Iterable, Iterat
 from .._errors import PartialOutput, incomplete_error, interrupted_error
 from ..core._timing import CallTimer
 
-__all__ = ["Tap", "not_event_stream", "tap_failed", "raise_failure", "end_of_events"]
+__all__ = ["Tap", "not_event_stream", "tap_failed", "raise_failure", "end_of_events", "raise_if_cut"]
 
 logger = logging.getLogger("latencykit")
 
@@ -72,9 +72,7 @@ class Tap:
             raise  # the caller stopped iterating; close() / GC finalize the record
         except BaseException as exc:
             raise_failure(self, exc, stream)
-        truncated = end_of_events(self, stream)
-        if truncated is not None:
-            raise truncated
+        raise_if_cut(self, stream)
 
     async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: Sequence[Any] = ()) -> AsyncIterator[Any]:
         """Async twin of `relay`."""
@@ -93,9 +91,7 @@ class Tap:
             raise
         except BaseException as exc:
             raise_failure(self, exc, stream)
-        truncated = end_of_events(self, stream)
-        if truncated is not None:
-            raise truncated
+        raise_if_cut(self, stream)
 
     def opened(self, stream: Any) -> None:
         """The SDK stream exists and has not been iterated yet (a hook for wire-level watching)."""
@@ -211,3 +207,11 @@ def end_of_events(tap: Tap, stream: Any) -> Optional[BaseException]:
 
 def _request(stream: Any) -> Any:
     return getattr(getattr(stream, "response", None), "request", None)
+
+
+def raise_if_cut(tap: Tap, stream: Any) -> None:
+    """The events ran out: finalize the call (`end_of_events`) and raise the error for a
+    stream cut short before its terminal event, if it was."""
+    truncated = end_of_events(tap, stream)
+    if truncated is not None:
+        raise truncated

@@ -43,7 +43,7 @@ from ._client import LatencyClientOptions, client_class
 from ._http import Endpoint
 from ._managers import wrap_async_manager, wrap_manager
 from ._streams import aopen_stream, open_stream
-from ._tap import Tap, end_of_events, raise_failure, tap_failed
+from ._tap import Tap, raise_failure, raise_if_cut, tap_failed
 
 __all__ = ["Anthropic", "AsyncAnthropic", "AnthropicTap", "MessageAccumulator", "BetaMessageAccumulator"]
 
@@ -151,9 +151,7 @@ class AnthropicTap(Tap):
             raise
         except BaseException as exc:
             raise_failure(self, exc, stream)
-        truncated = end_of_events(self, stream)
-        if truncated is not None:
-            raise truncated
+        raise_if_cut(self, stream)
 
     async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: Sequence[Any] = ()) -> AsyncIterator[Any]:
         see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
@@ -176,9 +174,7 @@ class AnthropicTap(Tap):
             raise
         except BaseException as exc:
             raise_failure(self, exc, stream)
-        truncated = end_of_events(self, stream)
-        if truncated is not None:
-            raise truncated
+        raise_if_cut(self, stream)
 
 
 class MessageAccumulator:
