@@ -110,3 +110,26 @@ def test_openai_responses_recordings(name: str) -> None:
     assert rec.ttft == first + 1
     done = events[-1]["response"]["usage"]
     assert rec.output_tokens == done["output_tokens"] and rec.cache_read_tokens == done["input_tokens_details"]["cached_tokens"]
+
+
+def test_an_object_that_is_not_a_chat_chunk_is_read_mid_stream() -> None:
+    """A mid-stream item without ``usage``/``choices`` (not a chat chunk) is an event, not a token
+    and not a failure: the one-text-piece shortcut leaves it to the full reading."""
+    events = _events("openai-stream-include-usage.yaml")
+    sink: list[CallRecord] = []
+    timer = CallTimer(CallRecord(provider="x", operation="chat", request_model=None), clock=Ticks(), sink=sink.append)
+    tap = ChatTap(timer, hide_usage=False)
+    chunks = [construct_openai(type_=ChatCompletionChunk, value=raw) for raw in events]
+    assert tap(chunks[0]) and tap(chunks[1])
+
+    class Keepalive:
+        object = "keepalive"
+
+    assert tap(Keepalive()) is True
+    for chunk in chunks[2:]:
+        tap(chunk)
+    timer.exhausted()
+    rec = sink[0]
+    usage = [e for e in events if e.get("usage")][-1]["usage"]
+    assert rec.outcome == "completed" and rec.output_tokens == usage["completion_tokens"]
+    assert "".join(tap.texts) == "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))

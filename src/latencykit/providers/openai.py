@@ -106,15 +106,18 @@ class ChatTap(Tap):
             self.timer.terminal()
 
     def __call__(self, chunk: Any) -> bool:
-        if not self._fresh and chunk.usage is None:  # the commonest chunk first: one piece of text
-            choices = chunk.choices
-            if choices and len(choices) == 1:
-                choice = choices[0]
-                content = choice.delta.content
-                if content and not choice.finish_reason and getattr(chunk, "object", _CHUNK) == _CHUNK:
-                    self.texts.append(content)
-                    self._stamp(self._now())
-                    return True
+        try:  # the commonest chunk first: one piece of text (anything else takes the full path below)
+            if not self._fresh and chunk.usage is None:
+                choices = chunk.choices
+                if choices and len(choices) == 1:
+                    choice = choices[0]
+                    content = choice.delta.content
+                    if content and not choice.finish_reason and getattr(chunk, "object", _CHUNK) == _CHUNK:
+                        self.texts.append(content)
+                        self._stamp(self._now())
+                        return True
+        except AttributeError:  # not a chat chunk (no usage / choices): the full path reads it
+            pass
         timer = self.timer
         if getattr(chunk, "object", _CHUNK) != _CHUNK:
             timer.event(False)
