@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# From shared/reference/local-llm-server.md section 2 (measured there); used by tests/real_servers/.
+# The recipe the team measured for a tiny offline llama-server model (see docs/self-hosted.md); used by tests/real_servers/.
 """Build a tiny random-weight llama-architecture GGUF with a working GPT-2 style
 byte-level BPE tokenizer and a ChatML chat template. Needs: pip install gguf numpy
 

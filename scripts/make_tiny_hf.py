@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# From shared/reference/real-servers.md section 6 (measured there); used by tests/real_servers/.
+# The recipe the team measured for a tiny offline vLLM-CPU model (see docs/self-hosted.md); used by tests/real_servers/.
 """Write a tiny random-weight Llama in Hugging Face format (config.json, model.safetensors,
 tokenizer.json, tokenizer_config.json with a ChatML chat template), built fully offline.
 Needs: torch, transformers, tokenizers (all come with vllm-cpu).

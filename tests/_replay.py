@@ -1,7 +1,7 @@
 """A local HTTP server that answers every POST with a given body: recorded or synthetic wire shapes.
 
 The emulator produces the shapes it has knobs for; this serves byte-exact recorded real
-responses (``shared/reference/recorded/``) and hand-written variants of them, so the real
+responses (``tests/fixtures/recorded/``) and hand-written variants of them, so the real
 SDKs parse them over real HTTP as they would the original server's answer.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-RECORDED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "recorded"
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"  # provenance: fixtures/README.md
 
 SSE = "text/event-stream; charset=utf-8"
 

@@ -10,7 +10,7 @@ import yaml
 
 from latencykit.vllm import Histogram, MetricsWindow, Scrape, parse_metrics
 
-RECORDED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "recorded"
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"  # provenance: fixtures/README.md
 
 
 def text(name: str) -> str:

@@ -18,10 +18,7 @@ from latencykit import CallRecord, CallTimer
 from latencykit.providers.anthropic import AnthropicTap
 from latencykit.providers.openai import ChatTap, ResponsesTap
 
-# shared/ sits beside the repository, in a checkout and in CI alike.
-RECORDED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "recorded"
-
-pytestmark = pytest.mark.skipif(not RECORDED.is_dir(), reason="shared/reference/recorded not present")
+RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"  # provenance: fixtures/README.md
 
 
 def _events(name: str) -> list[dict[str, Any]]:

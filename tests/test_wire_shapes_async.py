@@ -14,14 +14,12 @@ import pytest
 import latencykit as lk
 from latencykit.emulator import Emulator
 
-from _replay import RECORDED, Replay, recorded_body
+from _replay import Replay, recorded_body
 from _wire_bodies import (
     ANT_REQ_SMALL, CHAT_REQ_SMALL, WORDS, anthropic_named, chat_no_finish, chat_reasoning_details, llama_tiny_read,
     truncated_chat, vllm_created_cache,
 )  # fmt: skip
 from conftest import ANT_REQ, CHAT_REQ, headers
-
-needs_recordings = pytest.mark.skipif(not RECORDED.is_dir(), reason="shared/reference/recorded not present")
 
 FAST_RETRY = lk.RetryPolicy(max_attempts=3, initial_backoff=0.0, max_backoff=0.0)
 
@@ -198,7 +196,6 @@ async def test_reasoning_details_deltas_are_thinking_tokens(replay: Replay) -> N
     await client.close()
 
 
-@needs_recordings
 async def test_compaction_stream_no_warning_and_iterations_counted(replay: Replay) -> None:
     """The recorded compaction stream: no warning, the raw helper's blocks, the compaction step's cache read recorded."""
     replay.serve(recorded_body("anthropic-stream-cache-read-modern-compaction.yaml"))
@@ -214,7 +211,6 @@ async def test_compaction_stream_no_warning_and_iterations_counted(replay: Repla
     await raw.close()
 
 
-@needs_recordings
 async def test_code_execution_blocks_no_warning(replay: Replay) -> None:
     """The recorded code-execution stream: create() has the raw helper's blocks, no warning."""
     replay.serve(anthropic_named("anthropic-stream-cache-mixed-modern-chunks.yaml"))
@@ -258,7 +254,6 @@ async def test_iterating_after_close_behaves_like_the_raw_sdk(replay: Replay) ->
     assert results[0] == results[1]
 
 
-@needs_recordings
 async def test_llama_tiny_template_read_is_not_a_hit(replay: Replay, recorder: lk.Recorder) -> None:
     """A 7-token read of a cold 2,025-token prompt (llama.cpp's template tokens) is no hit; writes unknown."""
     client = _oai(replay.base_url, recorder=recorder)
@@ -272,7 +267,6 @@ async def test_llama_tiny_template_read_is_not_a_hit(replay: Replay, recorder: l
     await client.close()
 
 
-@needs_recordings
 async def test_llama_timings_kept_in_the_reassembled_completion(replay: Replay) -> None:
     """The non-stream create() result keeps llama.cpp's `timings` in model_extra."""
     replay.serve(recorded_body("real-llama-server-sse.txt"))
@@ -282,7 +276,6 @@ async def test_llama_timings_kept_in_the_reassembled_completion(replay: Replay) 
     await client.close()
 
 
-@needs_recordings
 async def test_vllm_created_cache_tokens_are_cache_writes(replay: Replay) -> None:
     """vLLM's created_cache_tokens is the record's cache_write_tokens."""
     replay.serve(vllm_created_cache(read=0, created=1920))

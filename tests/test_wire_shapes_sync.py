@@ -16,14 +16,12 @@ import pytest
 import latencykit as lk
 from latencykit.emulator import Emulator
 
-from _replay import RECORDED, Replay, recorded_body
+from _replay import Replay, recorded_body
 from _wire_bodies import (
     ANT_REQ_SMALL, CHAT_REQ_SMALL, WORDS, anthropic_named, chat_no_finish, chat_reasoning_details, llama_tiny_read,
     truncated_chat, vllm_created_cache,
 )  # fmt: skip
 from conftest import ANT_REQ, CHAT_REQ, headers
-
-needs_recordings = pytest.mark.skipif(not RECORDED.is_dir(), reason="shared/reference/recorded not present")
 
 FAST_RETRY = lk.RetryPolicy(max_attempts=3, initial_backoff=0.0, max_backoff=0.0)
 
@@ -284,7 +282,6 @@ def test_reasoning_details_deltas_are_thinking_tokens(replay: Replay) -> None:
 # -- Anthropic blocks the SDK does not model ---------------------------------------------------------
 
 
-@needs_recordings
 def test_compaction_stream_no_warning_and_iterations_counted(replay: Replay, recorder: lk.Recorder) -> None:
     """The recorded compaction stream: create() gives the raw helper's blocks without a warning (-W error);
     compaction_delta is a token; usage.iterations' cache read of the compaction step is recorded."""
@@ -309,7 +306,6 @@ def test_compaction_stream_no_warning_and_iterations_counted(replay: Replay, rec
     raw.close()
 
 
-@needs_recordings
 def test_code_execution_blocks_no_warning(replay: Replay) -> None:
     """The recorded code-execution stream (server_tool_use + result blocks): create() equals the raw helper's message, no warning."""
     replay.serve(anthropic_named("anthropic-stream-cache-mixed-modern-chunks.yaml"))
@@ -358,7 +354,6 @@ def test_iterating_after_close_behaves_like_the_raw_sdk(replay: Replay) -> None:
 # -- self-hosted servers: cache counters and extras ------------------------------------------------
 
 
-@needs_recordings
 def test_llama_tiny_template_read_is_not_a_hit(replay: Replay, recorder: lk.Recorder) -> None:
     """llama.cpp reuses a few template tokens of any prompt: a 7-token read of a cold 2,025-token prompt is no hit."""
     client = _oai(replay.base_url, recorder=recorder)
@@ -377,7 +372,6 @@ def test_llama_tiny_template_read_is_not_a_hit(replay: Replay, recorder: lk.Reco
     client.close()
 
 
-@needs_recordings
 def test_llama_timings_kept_in_the_reassembled_completion(replay: Replay) -> None:
     """The non-stream create() result keeps llama.cpp's `timings` in model_extra, as the raw SDK's non-stream answer has it."""
     replay.serve(recorded_body("real-llama-server-sse.txt"))
@@ -389,7 +383,6 @@ def test_llama_timings_kept_in_the_reassembled_completion(replay: Replay) -> Non
     client.close()
 
 
-@needs_recordings
 def test_vllm_created_cache_tokens_are_cache_writes(replay: Replay, recorder: lk.Recorder) -> None:
     """vLLM's prompt_tokens_details.created_cache_tokens is the record's cache_write_tokens, and the report counts it."""
     replay.serve(vllm_created_cache(read=0, created=1920))
