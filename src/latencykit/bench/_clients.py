@@ -90,6 +90,57 @@ def _error(obs: Observed, exc: BaseException) -> Observed:
     return obs
 
 
+_KEYLIKE = re.compile(r"\b(?:sk|pk|rk|key|api[-_]?key)[-_][A-Za-z0-9_*.-]{6,}|\bBearer\s+\S+", re.IGNORECASE)
+_ECHO = 24
+"""A run of this many characters shared with the request's own text is prompt text echoed back."""
+
+
+def describe_error(exc: BaseException, api_key: str = "", texts: Sequence[str] = ()) -> str:
+    """One line: ``Type: message`` and up to two causes, at most 300 characters, with the API key,
+    key-like tokens and any echo of ``texts`` (the request's prompt) removed."""
+    parts: list[str] = []
+    e: Optional[BaseException] = exc
+    while e is not None and len(parts) < 3:
+        text = " ".join(str(e).split())
+        part = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        if part not in parts:
+            parts.append(part)
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    return scrub("; caused by ".join(parts), api_key, texts)
+
+
+def scrub(line: str, api_key: str = "", texts: Sequence[str] = ()) -> str:
+    """``line`` without the API key, key-like tokens or prompt text, cut to 300 characters."""
+    if len(api_key) >= 4:
+        line = line.replace(api_key, "***")
+    line = _KEYLIKE.sub("***", line)[:300]
+    long = [t for t in texts if len(t) >= _ECHO]
+    for i in range(len(line) - _ECHO + 1):
+        if any(line[i : i + _ECHO] in t for t in long):
+            return line[:i] + "[prompt text removed]"
+    return line
+
+
+def _texts(req: TrafficRequest) -> list[str]:
+    """The request's own text (system, message contents), which an error message must not echo."""
+    return [req.system, *(m["content"] for m in req.messages if isinstance(m.get("content"), str))]
+
+
+class _FirstErrors:
+    """Describes the first error of each kind a sender meets (one description per kind, not per request)."""
+
+    def __init__(self, api_key: str) -> None:
+        self.api_key = api_key
+        self.seen: set[str] = set()
+
+    def note(self, obs: Observed, req: TrafficRequest, exc: Optional[BaseException], message: str = "") -> None:
+        if obs.outcome == "completed" or obs.error in self.seen:
+            return
+        self.seen.add(obs.error or "")
+        texts = _texts(req)
+        obs.error_message = describe_error(exc, self.api_key, texts) if exc is not None else scrub(message, self.api_key, texts)
+
+
 def _http_client(target: TargetSpec, http: str) -> dict[str, Any]:
     """``http_client=`` for the SDK client: none (the SDK's httpx default) or its aiohttp one."""
     if http == "httpx":
@@ -103,14 +154,16 @@ def _http_client(target: TargetSpec, http: str) -> dict[str, Any]:
 
 class _LatencykitSender:
     def __init__(self, target: TargetSpec, call: str, cache: str, retry: bool, http: str = "httpx") -> None:
-        import latencykit as lk
+        from ..providers.anthropic import AsyncAnthropic
+        from ..providers.openai import AsyncOpenAI
 
         self.target, self.call = target, call
         kw: dict[str, Any] = {"api_key": target.api_key, "recorder": _CaptureRecorder(max_calls=1),
                               "telemetry": False, "cache": cache, "retry": retry, **_http_client(target, http)}  # fmt: skip
         if target.base_url:
             kw["base_url"] = target.base_url
-        self.client: Any = lk.AsyncOpenAI(**kw) if target.api == "openai" else lk.AsyncAnthropic(**kw)
+        self.client: Any = AsyncOpenAI(**kw) if target.api == "openai" else AsyncAnthropic(**kw)
+        self.errors = _FirstErrors(target.api_key)
 
     async def send(self, req: TrafficRequest) -> Observed:
         t = self.target
@@ -155,6 +208,7 @@ class _LatencykitSender:
             obs.outcome, obs.error, obs.attempts = rec.outcome, rec.error_type, rec.attempts
         if exc is not None and (rec is None or obs.outcome == "completed"):
             _error(obs, exc)
+        self.errors.note(obs, req, exc)
         return obs
 
     async def aclose(self) -> None:
@@ -171,6 +225,7 @@ class _SdkSender:
         if target.base_url:
             kw["base_url"] = target.base_url
         self.client: Any = openai.AsyncOpenAI(**kw) if target.api == "openai" else anthropic.AsyncAnthropic(**kw)
+        self.errors = _FirstErrors(target.api_key)
 
     async def send(self, req: TrafficRequest) -> Observed:
         t = self.target
@@ -232,6 +287,7 @@ class _SdkSender:
                         obs.output_tokens = event.usage.output_tokens
         except Exception as exc:
             _error(obs, exc)
+            self.errors.note(obs, req, exc)
         end = _clock()
         obs.e2e = end - t0
         if first is not None and last is not None:
@@ -268,6 +324,7 @@ class _ThinSender:
         else:
             self.url = (target.base_url or "https://api.anthropic.com") + "/v1/messages"
             self.headers = {"x-api-key": target.api_key, "anthropic-version": "2023-06-01"}
+        self.errors = _FirstErrors(target.api_key)
 
     async def send(self, req: TrafficRequest) -> Observed:
         import aiohttp
@@ -289,9 +346,10 @@ class _ThinSender:
         try:
             async with self._session.post(self.url, json=body, headers={**self.headers, **emulator_headers(req, t)}) as resp:
                 if resp.status != 200:
-                    await resp.read()
+                    raw = await resp.read()
                     obs.outcome, obs.error = "error", f"HTTP {resp.status}"
                     obs.e2e = _clock() - t0
+                    self.errors.note(obs, req, None, f"HTTP {resp.status}: {_body_message(raw)}")
                     return obs
                 async for line in resp.content:
                     if not line.startswith(b"data:"):
@@ -325,6 +383,7 @@ class _ThinSender:
                         last = now
         except Exception as exc:
             _error(obs, exc)
+            self.errors.note(obs, req, exc)
         obs.e2e = _clock() - t0
         if first is not None and last is not None:
             obs.ttft = first - t0
@@ -337,6 +396,19 @@ class _ThinSender:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _body_message(raw: bytes) -> str:
+    """The error message of an API error body (``{"error": {"message": ...}}`` and kin), else its start."""
+    import json
+
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return " ".join(raw[:300].decode("utf-8", "replace").split())
+    err = body.get("error", body) if isinstance(body, dict) else body
+    msg = err.get("message") or err.get("detail") if isinstance(err, dict) else None
+    return " ".join(str(msg if msg is not None else body).split())
 
 
 def make_sender(target: TargetSpec, strategy: dict[str, str]) -> Sender:

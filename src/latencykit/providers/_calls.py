@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar
 from ..core._record import CallRecord
 from ..core._timing import CallTimer, Clock
 from ..core._retry import RetryPolicy
+from ..core._hooks import CURRENT_RECORD as _CURRENT_RECORD, AnswerHook
 from ..telemetry._otel import Telemetry, attach_span, default_telemetry, detach_span
 from ..telemetry._recorder import Recorder
 
@@ -55,8 +56,8 @@ class Settings:
     retry: Optional[RetryPolicy] = field(default_factory=RetryPolicy)
     """latencykit's retries (SDK retries off for its attempts); ``None`` leaves retries to the SDK."""
     """Where spans and metrics go; ``None`` turns them off for this client."""
-    semantic: Any = None  # semantic cache hook (issue #12)
-    """A `latencykit.SemanticCache` in front of this client's model calls; ``None`` (default) for none."""
+    semantic: Optional[AnswerHook] = None
+    """An answer hook (a `latencykit.SemanticCache`) in front of this client's model calls; ``None`` (default) for none."""
 
     def emit(self, rec: CallRecord, timer: CallTimer) -> None:
         """Hand a finished record to its destinations: the span and metrics, then the Recorder."""
@@ -93,7 +94,7 @@ class sending:
         timer = self._timer
         ctx = timer.context
         flight = _IN_FLIGHT.set(True)
-        record = _CURRENT_RECORD.set(timer.record)  # semantic cache hook (issue #12): marks hits on it
+        record = _CURRENT_RECORD.set(timer.record)  # an answer hook marks its hits on it
         try:
             span = attach_span(ctx.span) if isinstance(ctx, _CallSpan) and ctx.span is not None else None
         except BaseException:
@@ -112,14 +113,6 @@ class sending:
             _IN_FLIGHT.reset(flight)
 
 
-_CURRENT_RECORD: ContextVar[Optional[CallRecord]] = ContextVar("latencykit_current_record", default=None)
-
-
-def current_record() -> Optional[CallRecord]:
-    """The record of the call being sent on this thread / task right now (semantic cache hook, issue #12)."""
-    return _CURRENT_RECORD.get()
-
-
 def in_flight() -> bool:
     """Whether a latencykit-observed call is being sent on this thread / task right now."""
     return _IN_FLIGHT.get()
@@ -133,10 +126,9 @@ def sdk_client(client: Any) -> Any:
     """The client whose SDK methods latencykit calls: with retries of its own, a copy whose
     ``max_retries`` is 0 (made once per client, sharing its connection pool), so SDK
     retries and latencykit attempts never multiply."""
-    if client._lk.semantic is not None:  # semantic cache hook (issue #12): a twin whose transport answers from it
-        from ..semantic._transport import semantic_client
-
-        return semantic_client(client)
+    hook: Optional[AnswerHook] = client._lk.semantic
+    if hook is not None:  # a twin whose transport may answer from the hook
+        return hook.client_for(client)
     if client._lk.retry is None:
         return client
     twin = client.__dict__.get("_lk_twin")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
 from ..telemetry._recorder import Recorder
 from ..core._retry import RetryPolicy
+from ..core._hooks import AnswerHook
 from ..telemetry._otel import Telemetry, default_telemetry
 from ._caching import resolve_cache
 from ._calls import Settings
@@ -33,7 +34,6 @@ __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "La
 
 if TYPE_CHECKING:
     from ._caching import CacheOption
-    from ..semantic import SemanticCache  # semantic cache option (issue #12)
 
     class LatencyClientOptions:
         """What type checkers see of a latencykit client beyond its SDK class (runtime: `client_class`)."""
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
             telemetry: Union[Telemetry, Literal[False], None] = None,
             cache: CacheOption = "auto",
             retry: Union[RetryPolicy, bool, None] = None,
-            semantic: Optional[SemanticCache] = None,
+            semantic: Optional[AnswerHook] = None,
             **kwargs: Any,
         ) -> None: ...
         @property
@@ -92,13 +92,11 @@ def make_settings(
     )  # fmt: skip
 
 
-def _check_semantic(semantic: Any) -> Any:
-    """``semantic=``: ``None`` (off) or a `SemanticCache` (issue #12; imported only when given)."""
+def _check_semantic(semantic: Any) -> Optional[AnswerHook]:
+    """``semantic=``: ``None`` (off) or an answer hook (a `latencykit.SemanticCache`)."""
     if semantic is None:
         return None
-    from ..semantic import SemanticCache
-
-    if not isinstance(semantic, SemanticCache):
+    if not isinstance(semantic, AnswerHook):
         raise ValueError(f"semantic must be a latencykit.SemanticCache or None, got {semantic!r}")
     return semantic
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping, Optional
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ._calls import begin, in_flight, prepare, sending
+from ._raw import is_raw_response, is_sdk_stream, observe_response
 from ._streams import observe_stream
 from ._tap import Tap
 
@@ -121,8 +122,6 @@ class HttpCall:
     # -- what the SDK returned ------------------------------------------------------------
     def observe(self, result: Any) -> Any:
         """Observe the SDK's result in place and return it; never raises."""
-        from ._raw import is_raw_response, is_sdk_stream, observe_response
-
         try:
             if is_sdk_stream(result):
                 observe_stream(result, self.tap)

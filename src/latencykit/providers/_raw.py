@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 import anthropic
 import openai
@@ -30,11 +30,21 @@ from anthropic._response import BaseAPIResponse as _AntBase
 from openai._legacy_response import LegacyAPIResponse as _OaiLegacy
 from openai._response import BaseAPIResponse as _OaiBase
 
+from ..core._timing import CallTimer
 from ._calls import safe
 from ._streams import observe_stream
+from ._tap import Tap
 
-if TYPE_CHECKING:
-    from ._http import HttpCall
+
+
+class HttpCall(Protocol):
+    """What this module needs of the call `_http` caught (its ``HttpCall``)."""
+
+    stream: bool
+    timer: CallTimer
+    tap: Tap
+
+    def finish_body(self, content: Optional[bytes]) -> None: ...
 
 __all__ = ["is_raw_response", "is_sdk_stream", "observe_response"]
 
@@ -68,7 +78,7 @@ def _consumed(http: Any) -> bool:
     return bool(getattr(http, "is_stream_consumed", False)) or _body(http) is not None
 
 
-def observe_response(response: Any, call: "HttpCall") -> Any:
+def observe_response(response: Any, call: HttpCall) -> Any:
     """Record ``response`` (a raw response ``call`` got back) now, or when its body is read."""
     http = response.http_response
     if not call.stream and _body(http) is not None:

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union, overload
+from typing import Any, Literal, Optional, TypeVar, Union, overload
 
 import anthropic
 import openai
 
+from ..core._hooks import AnswerHook
 from ..telemetry._recorder import Recorder
 from . import anthropic as _ant
 from . import openai as _oai
 from ..telemetry._otel import Telemetry
 from ._client import client_class, clone_as, is_latency_client, make_settings
 from ._http import Endpoints
-
-if TYPE_CHECKING:
-    from ..semantic import SemanticCache  # semantic cache option (issue #12)
 
 __all__ = ["wrap"]
 
@@ -51,16 +49,16 @@ def _plan(client: Any) -> tuple[dict[str, Any], str, Endpoints]:
 
 
 @overload
-def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _ant.Anthropic: ...
+def wrap(client: anthropic.Anthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[AnswerHook] = None) -> _ant.Anthropic: ...
 @overload
-def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _ant.AsyncAnthropic: ...
+def wrap(client: anthropic.AsyncAnthropic, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[AnswerHook] = None) -> _ant.AsyncAnthropic: ...
 @overload
-def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _oai.OpenAI: ...
+def wrap(client: openai.OpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[AnswerHook] = None) -> _oai.OpenAI: ...
 @overload
-def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> _oai.AsyncOpenAI: ...
+def wrap(client: openai.AsyncOpenAI, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[AnswerHook] = None) -> _oai.AsyncOpenAI: ...
 @overload
-def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> C: ...
-def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[SemanticCache] = None) -> Any:
+def wrap(client: C, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[AnswerHook] = None) -> C: ...
+def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = None, cache: Any = "auto", retry: Any = None, semantic: Optional[AnswerHook] = None) -> Any:
     """Return a latencykit client built on an existing SDK client (Bedrock, Vertex, Azure included).
 
     The result is an instance of the client's own class (and of ``lk.Anthropic`` etc. for

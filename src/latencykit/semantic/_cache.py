@@ -24,7 +24,7 @@ import numpy as np
 from ..core._segments import Fingerprinter
 from ._embedders import Embedder, HashedEmbedder, normalize_rows
 from ._options import parse_mark
-from ._request import Ineligible, Query, analyze, api_of
+from ._request import Ineligible, Pending, analyze, api_of
 from ._store import MemoryStore, StoreHit, VectorStore
 
 __all__ = ["SemanticCache", "SemanticStats", "Pending"]
@@ -59,17 +59,6 @@ class SemanticStats:
     def hit_rate(self) -> Optional[float]:
         """Hits / lookups, ``None`` before the first lookup."""
         return self.hits / self.lookups if self.lookups else None
-
-
-@dataclass
-class Pending:
-    """One eligible request between `SemanticCache.plan` and `lookup` / `store`."""
-
-    query: Query
-    scope: str
-    vector: Any = None
-    hit: Optional[StoreHit] = None
-    similarity: Optional[float] = field(default=None)
 
 
 class SemanticCache:
@@ -206,6 +195,13 @@ class SemanticCache:
     def answer_bytes(hit: StoreHit) -> bytes:
         """The response body of a hit, as the provider sent it."""
         return zlib.decompress(hit.payload)
+
+    def client_for(self, client: Any) -> Any:
+        """The answer hook the clients call (`latencykit.core.AnswerHook`): the twin of latencykit
+        ``client`` whose transport answers from this cache, made once per client."""
+        from ._transport import semantic_client
+
+        return semantic_client(self, client)
 
     # -- management ------------------------------------------------------------------------
     def stats(self) -> SemanticStats:

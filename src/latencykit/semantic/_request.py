@@ -16,12 +16,13 @@ result or an image / audio / file part.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from ..core._segments import Fingerprinter
+from ._store import StoreHit
 
-__all__ = ["Query", "Ineligible", "analyze", "api_of"]
+__all__ = ["Query", "Ineligible", "Pending", "analyze", "api_of"]
 
 _DROPPED_KEYS = frozenset({"stream", "stream_options", "prompt_cache_key"})
 _TOOL_RESULT_TYPES = frozenset(
@@ -142,3 +143,14 @@ def analyze(
     digest = fp.digest(b"semantic", api.encode(), scope.encode(), canonical.encode())
     temperature = body.get("temperature")
     return Query(api, digest, text, float(temperature) if isinstance(temperature, (int, float)) else None)
+
+
+@dataclass
+class Pending:
+    """One eligible request between `SemanticCache.plan` and `lookup` / `store`."""
+
+    query: Query
+    scope: str
+    vector: Any = None
+    hit: Optional[StoreHit] = None
+    similarity: Optional[float] = field(default=None)

@@ -21,12 +21,13 @@ cache is logged and the request goes to the provider unchanged.
 from __future__ import annotations
 
 import logging
-from typing import Any, AsyncIterator, Callable, Iterator, Optional
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, Protocol
 
 import httpx2
 
-from ..providers._calls import current_record
-from ._cache import Pending, SemanticCache
+from ..core._hooks import current_record
+from ._request import Pending
+from ._store import StoreHit
 from ._options import HEADER
 
 __all__ = ["SemanticTransport", "AsyncSemanticTransport", "semantic_client"]
@@ -37,6 +38,18 @@ _TWIN_ATTR = "_lk_semantic_twin"
 _DROPPED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
+class _Policy(Protocol):
+    """What the transport asks of the cache (`SemanticCache`, which hands it out in ``client_for``)."""
+
+    embedder: Any
+    max_answer_bytes: int
+
+    def plan(self, path: str, body: bytes, mark: Optional[str]) -> Optional[Pending]: ...
+    def lookup(self, pending: Pending) -> Optional[StoreHit]: ...
+    def store_answer(self, pending: Pending, body: bytes) -> bool: ...
+    def answer_bytes(self, hit: StoreHit) -> bytes: ...
+
+
 def _bind(embedder: Any, client: Any) -> Any:
     bound = getattr(embedder, "bound", None)
     return bound(client) if callable(bound) else embedder
@@ -45,7 +58,7 @@ def _bind(embedder: Any, client: Any) -> Any:
 class _Shared:
     """What the sync and async transports share: planning, marking the record, building responses."""
 
-    def __init__(self, cache: SemanticCache, http: Any, embedder: Any) -> None:
+    def __init__(self, cache: _Policy, http: Any, embedder: Any) -> None:
         self.cache = cache
         self.http = http
         self.embedder = embedder
@@ -214,7 +227,7 @@ class AsyncSemanticTransport(_Shared, httpx2.AsyncBaseTransport):
         """The original HTTP client belongs to the latencykit client, which closes it."""
 
 
-def semantic_client(client: Any) -> Any:
+def semantic_client(cache: _Policy, client: Any) -> Any:
     """The twin of latencykit ``client`` that sends through the semantic cache (made once per client).
 
     It shares the client's options and credentials; its HTTP client only holds the
@@ -224,7 +237,6 @@ def semantic_client(client: Any) -> Any:
     twin = client.__dict__.get(_TWIN_ATTR)
     if twin is not None:
         return twin
-    cache: SemanticCache = client._lk.semantic
     http = client._client
     embedder = _bind(cache.embedder, client)
     options: dict[str, Any] = {"follow_redirects": http.follow_redirects, "timeout": http.timeout}
