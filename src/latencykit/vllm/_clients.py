@@ -31,18 +31,9 @@ from ..core._timing import CallTimer
 from ..providers._calls import given, raw_response_requested
 from ..providers._tap import Tap
 from ..providers.anthropic import Anthropic, AsyncAnthropic
-from ..providers.openai import (
-    AsyncOpenAI,
-    ChatAccumulator,
-    OpenAI,
-    _acreate,
-    _Api,
-    _AsyncCompletions,
-    _chat_request,
-    _Completions,
-    _create,
-    _on_completion,
-)
+from ..providers._openai_call import OpenAIApi, acreate_call, create_call
+from ..providers._openai_chat import AsyncObservedCompletions, ChatAccumulator, ObservedCompletions, chat_request, on_completion
+from ..providers.openai import AsyncOpenAI, OpenAI
 from ._doctor import Doctor, fetch_metrics, server_root
 from ._findings import Diagnosis, Thresholds
 from ._metrics import Scrape
@@ -51,8 +42,8 @@ from ._taps import LlamaTap, StepTap
 __all__ = ["AsyncLlamaCpp", "AsyncVLLM", "LlamaCpp", "VLLM", "anthropic_client", "async_anthropic_client"]
 
 
-def _chat_api(tap: Callable[[CallTimer, bool], Tap]) -> _Api:
-    return _Api("chat.completions", _chat_request, tap, ChatAccumulator, _on_completion, lambda c: c.chat.completions)
+def _chat_api(tap: Callable[[CallTimer, bool], Tap]) -> OpenAIApi:
+    return OpenAIApi("chat.completions", chat_request, tap, ChatAccumulator, on_completion, lambda c: c.chat.completions)
 
 
 _VLLM_CHAT = _chat_api(StepTap)
@@ -86,7 +77,7 @@ def _with_defaults(kwargs: dict[str, Any], model: Optional[str], continuous: boo
 class _SelfHosted:
     """What both server clients add: the server URL, the model, /metrics and the doctor."""
 
-    _lkv_api: _Api
+    _lkv_api: OpenAIApi
     _lkv_continuous_default: bool
     _lkv_default_url: str
     _lkv_env: str
@@ -177,24 +168,24 @@ class _AsyncSelfHosted(_SelfHosted):
         return self._lkv_model
 
 
-class _ServerCompletions(_Completions):
+class _ServerCompletions(ObservedCompletions):
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
         client: Any = self._client
         model = None if given(kwargs.get("model")) else client.model
         kwargs = _with_defaults(kwargs, model, client._lkv_continuous)
-        return _create(client._lkv_api, self, Completions.create, kwargs)
+        return create_call(client._lkv_api, self, Completions.create, kwargs)
 
 
-class _AsyncServerCompletions(_AsyncCompletions):
+class _AsyncServerCompletions(AsyncObservedCompletions):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
         client: Any = self._client
         model = None if given(kwargs.get("model")) else await client.detect_model()
         kwargs = _with_defaults(kwargs, model, client._lkv_continuous)
-        return await _acreate(client._lkv_api, self, AsyncCompletions.create, kwargs)
+        return await acreate_call(client._lkv_api, self, AsyncCompletions.create, kwargs)
 
 
 class _ServerChat(Chat):

@@ -1,0 +1,384 @@
+"""Chat Completions: the chunk tap, the accumulator, and the observed ``chat.completions`` resources.
+
+``chat.completions.create(stream=False)`` is sent as a stream and reassembled
+(``ChatCompletionStreamState``) into the exact ``ChatCompletion``. Chat streams always ask
+for ``stream_options.include_usage``; when the caller did not, the usage-only chunk is
+hidden. ``chat.completions.stream()`` and ``.parse()`` go through the SDK's own helpers,
+which call the observed ``create``.
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+from functools import cached_property
+from typing import Any, Optional
+
+import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.resources.beta import AsyncBeta, Beta
+from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
+from openai.types.chat import ChatCompletion
+
+from .._errors import EndedEarly
+from ..core._record import CallRecord
+from ..core._timing import CallTimer
+from ..core._usage import apply_openai_chat_usage
+from ._calls import raw_response_requested
+from ._managers import wrap_async_manager, wrap_manager
+from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, create_call, enter_helper
+from ._tap import Tap
+
+__all__ = [
+    "ChatTap", "ChatAccumulator", "CHAT", "ObservedCompletions", "AsyncObservedCompletions", "ObservedChat",
+    "AsyncObservedChat", "ObservedBeta", "AsyncObservedBeta", "chat_request", "on_completion", "completion_from_state",
+]  # fmt: skip
+
+
+_CHUNK = "chat.completion.chunk"
+
+
+class ChatTap(Tap):
+    """Marks chunks with content, refusal, reasoning or tool arguments; reads usage and finish.
+
+    What ends a Chat Completions stream as complete, as the raw SDK sees it: a chunk with a
+    ``finish_reason``, the usage-only chunk, or ``data: [DONE]`` (some OpenAI-compatible
+    servers send no ``finish_reason`` at all). ``[DONE]`` never reaches the caller — the SDK
+    stops there — so `opened` watches the SSE events for it. Objects that are not
+    ``chat.completion.chunk`` (Azure's prompt-filter results, ``object: ""``) reach the
+    caller as the raw SDK yields them, but give neither model, id nor the first token.
+    With continuous usage stats (vLLM), a chunk whose ``completion_tokens`` grew carries a
+    token even when its text is empty (a partial UTF-8 character).
+    """
+
+    __slots__ = ("hide_usage", "_fresh", "_generated", "_usage_read", "sse")
+    connection_error = openai.APIConnectionError
+    api_error = openai.APIError
+
+    def __init__(self, timer: CallTimer, hide_usage: bool) -> None:
+        super().__init__(timer)
+        self.hide_usage = hide_usage
+        self._fresh = True
+        self._generated = 0
+        self._usage_read = False
+        self.sse: Any = None
+        """The SDK stream's SSE event generator, once its iterator started (see `watch_done`)."""
+
+    def new_attempt(self) -> None:
+        """Forget the events of an abandoned attempt (and read the next one's model and id)."""
+        super().new_attempt()
+        self._fresh = True
+        self._generated = 0
+        self._usage_read = False
+        self.sse = None
+
+    def opened(self, stream: Any) -> None:
+        """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it)."""
+        watch_done(stream, self)
+
+    def ended(self) -> None:
+        """The SDK's chunks ran out: at ``[DONE]``, if that is where it stopped.
+
+        The SDK breaks out of its loop over the SSE events at ``[DONE]``, leaving their
+        generator suspended, and otherwise runs it to its end (a body cut short, or ended
+        without ``[DONE]``): so its state says which, with nothing watched per event.
+        """
+        sse, self.sse = self.sse, None  # the generator may hold the stream: no cycle kept
+        if sse is not None and (sse.ag_frame if isinstance(sse, types.AsyncGeneratorType) else sse.gi_frame) is not None:
+            self.timer.terminal()
+
+    def __call__(self, chunk: Any) -> bool:
+        try:  # the commonest chunk first: one piece of text (anything else takes the full path below)
+            if not self._fresh and chunk.usage is None:
+                choices = chunk.choices
+                if choices and len(choices) == 1:
+                    choice = choices[0]
+                    content = choice.delta.content
+                    if content and not choice.finish_reason and getattr(chunk, "object", _CHUNK) == _CHUNK:
+                        self.texts.append(content)
+                        self._stamp(self._now())
+                        return True
+        except AttributeError:  # not a chat chunk (no usage / choices): the full path reads it
+            pass
+        timer = self.timer
+        if getattr(chunk, "object", _CHUNK) != _CHUNK:
+            timer.event(False)
+            return True
+        rec = timer.record
+        if self._fresh:
+            self._fresh = False
+            rec.response_model = chunk.model
+            rec.response_id = chunk.id
+        usage = chunk.usage
+        choices = chunk.choices
+        if usage is not None:
+            self.usage = usage
+            if not choices:
+                apply_openai_chat_usage(rec, usage)
+                timer.event(False)
+                timer.terminal()  # the usage-only chunk comes last, after every choice finished
+                return not self.hide_usage
+        elif not choices:
+            timer.event(False)
+            return True
+        token = False
+        finished = None
+        for choice in choices:
+            delta = choice.delta
+            content = delta.content
+            if content:
+                self.texts.append(content)
+                token = True
+            elif delta.tool_calls:
+                for call in delta.tool_calls:
+                    args = call.function.arguments if call.function is not None else None
+                    if args:
+                        self.tools.setdefault(f"{choice.index}:{call.index}", []).append(args)
+                        token = True
+            if not token:
+                token = _delta_has_token(delta)
+            if choice.finish_reason:
+                finished = choice.finish_reason
+        if usage is not None:  # continuous usage stats: the server's own count says what arrived
+            generated = usage.completion_tokens
+            if isinstance(generated, int):
+                if generated > self._generated:
+                    token = True
+                self._generated = generated
+            if self._usage_read and finished is None and usage.completion_tokens_details is None:
+                # Mid-stream only the completion count moves (the prompt side is fixed once
+                # read): one field per chunk instead of the whole usage.
+                if isinstance(generated, int):
+                    rec.output_tokens = generated
+            else:
+                self._usage_read = True
+                apply_openai_chat_usage(rec, usage)
+        if token:
+            timer.token()
+        else:
+            timer.event(False)
+        if finished is not None:
+            rec.finish_reasons = (*rec.finish_reasons, finished)
+            timer.terminal()
+        return True
+
+
+class _DoneWatch:
+    """Stands in for one SDK stream's ``_iter_events`` until the SDK calls it (once, when its
+    iterator starts), then hands the tap the real SSE event generator, whose state at the
+    end says whether the SDK stopped at ``[DONE]`` (`ChatTap.ended`). Where the SDK's
+    events are no generator, it watches each one instead. Holds the stream weakly and
+    removes itself, so it adds no reference cycle."""
+
+    __slots__ = ("stream", "tap")
+
+    def __init__(self, stream: Any, tap: "ChatTap") -> None:
+        self.stream = weakref.ref(stream)
+        self.tap = tap
+
+    def __call__(self) -> Any:
+        stream = self.stream()
+        assert stream is not None  # the SDK calls this from the stream's own iterator
+        stream.__dict__.pop("_iter_events", None)
+        events = stream._iter_events()
+        if isinstance(events, (types.GeneratorType, types.AsyncGeneratorType)):
+            self.tap.sse = events
+            return events
+        timer = self.tap.timer
+        return _adone(events, timer) if hasattr(events, "__aiter__") else _done(events, timer)
+
+
+def watch_done(stream: Any, tap: "ChatTap") -> None:
+    """Let ``tap`` see whether ``stream``'s SSE events ended at ``[DONE]``."""
+    state = getattr(stream, "__dict__", None)
+    if state is None or "_lk_watched" in state or not callable(getattr(type(stream), "_iter_events", None)):
+        return
+    state["_lk_watched"] = True
+    state["_iter_events"] = _DoneWatch(stream, tap)
+
+
+def _done(events: Any, timer: CallTimer) -> Any:
+    for sse in events:
+        if sse.data.startswith("[DONE]"):
+            timer.terminal()
+        yield sse
+
+
+async def _adone(events: Any, timer: CallTimer) -> Any:
+    async for sse in events:
+        if sse.data.startswith("[DONE]"):
+            timer.terminal()
+        yield sse
+
+
+def _delta_has_token(delta: Any) -> bool:
+    if delta.content or delta.refusal:
+        return True
+    calls = delta.tool_calls
+    if calls:
+        for call in calls:
+            fn = call.function
+            if fn is not None and fn.arguments:
+                return True
+    # OpenAI-compatible servers stream reasoning as an extra field: vLLM and DeepSeek as
+    # reasoning_content / reasoning, OpenRouter and Snowflake as reasoning_details (a list).
+    extra = delta.model_extra
+    return bool(extra) and bool(extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details"))
+
+
+# Responses events whose ``delta`` is generated output, on any channel.
+
+
+def on_completion(rec: CallRecord, completion: Any) -> None:
+    rec.response_model = getattr(completion, "model", None)
+    rec.response_id = getattr(completion, "id", None)
+    apply_openai_chat_usage(rec, getattr(completion, "usage", None))
+    rec.finish_reasons = tuple(c.finish_reason for c in getattr(completion, "choices", []) if c.finish_reason)
+
+
+def chat_request(kwargs: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The streamed request, and whether the caller asked for the usage chunk itself."""
+    opts = kwargs.get("stream_options")
+    caller_opts = opts if isinstance(opts, dict) else {}
+    wanted = bool(caller_opts.get("include_usage"))
+    return {**kwargs, "stream": True, "stream_options": {**caller_opts, "include_usage": True}}, wanted
+
+
+def completion_from_state(state: ChatCompletionStreamState[Any], extras: Optional[dict[str, Any]] = None) -> ChatCompletion:
+    """The plain ``ChatCompletion`` a non-streaming call returns, from the SDK's stream state.
+
+    The SDK's snapshot adds parse-only fields (``parsed``, ``parsed_arguments``) that a
+    non-streaming ``ChatCompletion`` does not have; the API's non-streaming message always
+    carries ``annotations`` (``[]`` when none), which deltas never send; tool-call deltas
+    carry an ``index`` the final message does not.
+    """
+    # The snapshot, not get_final_completion(): that one parses, and raises on finish_reason
+    # "length" / "content_filter", which a plain create() must return, not raise.
+    data: dict[str, Any] = state.current_completion_snapshot.to_dict()
+    if extras:
+        data.update(extras)
+    for choice in data.get("choices", []):
+        message = choice.get("message", {})
+        message.pop("parsed", None)
+        if message.get("annotations") is None:
+            message["annotations"] = []
+        for key in ("audio", "function_call", "tool_calls"):
+            if key in message and message[key] is None:
+                del message[key]  # absent, not null, in a non-streaming message
+        for call in message.get("tool_calls") or []:
+            call.pop("index", None)  # a delta-only field
+            fn = call.get("function")
+            if isinstance(fn, dict):
+                fn.pop("parsed_arguments", None)
+    return ChatCompletion.construct(**data)
+
+
+class ChatAccumulator:
+    """Folds chunks into the ``ChatCompletion`` a non-streaming call returns (SDK stream state).
+
+    Like the SDK's own helper, objects that are not ``chat.completion.chunk`` (Azure's
+    prompt-filter results) are skipped. Server extras on later chunks (llama.cpp's
+    ``timings`` on the usage chunk) are kept in the result's ``model_extra``, where a
+    non-streaming response has them; the SDK's state keeps only the first chunk's.
+    """
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        self._state: ChatCompletionStreamState[Any] = ChatCompletionStreamState(
+            input_tools=kwargs.get("tools", openai.omit), response_format=kwargs.get("response_format", openai.omit)
+        )
+        self._fed = False
+        self._extras: dict[str, Any] = {}
+
+    def feed(self, chunk: Any) -> None:
+        """Accumulate one chunk."""
+        if getattr(chunk, "object", _CHUNK) != _CHUNK:
+            return
+        self._state.handle_chunk(chunk)
+        if self._fed:
+            extra = chunk.model_extra
+            if extra:
+                self._extras.update((k, v) for k, v in extra.items() if v is not None)
+        self._fed = True
+
+    def snapshot(self) -> Optional[ChatCompletion]:
+        """The completion so far, or ``None`` before the first chunk."""
+        return completion_from_state(self._state, self._extras) if self._fed else None
+
+    def result(self, complete: bool) -> ChatCompletion:
+        """The reassembled completion; raises if the stream was cut short."""
+        partial = self.snapshot()
+        if partial is None or not complete:
+            raise EndedEarly("the stream ended before the final chunk", partial)
+        return partial
+
+
+CHAT = OpenAIApi(
+    "chat.completions",
+    chat_request,
+    lambda timer, hide: ChatTap(timer, hide_usage=hide),
+    ChatAccumulator,
+    on_completion,
+    lambda client: client.chat.completions,
+)
+class ObservedCompletions(Completions):
+    """``client.chat.completions`` that always streams and times every call."""
+
+    def create(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return super().create(**kwargs)
+        return create_call(CHAT, self, Completions.create, kwargs)
+
+    def stream(self, **kwargs: Any) -> Any:
+        return wrap_manager(super().stream(**kwargs), enter_helper)
+
+    def parse(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return super().parse(**kwargs)
+        with self.stream(**as_helper(kwargs, "chat.completions.parse")) as stream:
+            return stream.get_final_completion()
+
+
+class AsyncObservedCompletions(AsyncCompletions):
+    """Async ``client.chat.completions`` that always streams and times every call."""
+
+    async def create(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return await super().create(**kwargs)
+        return await acreate_call(CHAT, self, AsyncCompletions.create, kwargs)
+
+    def stream(self, **kwargs: Any) -> Any:
+        return wrap_async_manager(super().stream(**kwargs), aenter_helper)
+
+    async def parse(self, **kwargs: Any) -> Any:
+        if raw_response_requested(kwargs):
+            return await super().parse(**kwargs)
+        async with self.stream(**as_helper(kwargs, "chat.completions.parse")) as stream:
+            return await stream.get_final_completion()
+
+
+class ObservedChat(Chat):
+    @cached_property
+    def completions(self) -> Completions:
+        """The observed Chat Completions resource."""
+        return ObservedCompletions(self._client)
+
+
+class AsyncObservedChat(AsyncChat):
+    @cached_property
+    def completions(self) -> AsyncCompletions:
+        """The observed async Chat Completions resource."""
+        return AsyncObservedCompletions(self._client)
+
+
+class ObservedBeta(Beta):
+    @cached_property
+    def chat(self) -> Chat:
+        """The observed Chat resource (``client.beta.chat`` is the same API)."""
+        return ObservedChat(self._client)
+
+
+class AsyncObservedBeta(AsyncBeta):
+    @cached_property
+    def chat(self) -> AsyncChat:
+        """The observed async Chat resource."""
+        return AsyncObservedChat(self._client)
