@@ -12,7 +12,7 @@ print(client.latency.summary())               # P50/P90/P95/P99 per metric
 
 from __future__ import annotations
 
-from ._errors import IncompleteStreamError, PartialOutput, StreamInterruptedError
+from .core._errors import IncompleteStreamError, PartialOutput, StreamInterruptedError
 from .core._retry import RetryPolicy
 from .core._record import OUTCOMES, CallRecord, Outcome
 from .core._timing import CallTimer

@@ -1,16 +1,21 @@
 """Traffic, demo and benchmark commands (the ``bench`` extra: emulator, rich, OTel SDK).
 
-May import everything else in latencykit; nothing in the library imports it.
+Owns the traffic shapes, the load runner, run files (the model: ``_cell``, ``_run``) and their
+views (``_report``, ``_html``, ``_compare``), the demo, and the code still to come for
+server-strategy experiments and Ray placement, which goes in this package or above it.
+
+Layer: below the CLI only. May import every other layer; nothing in the library imports it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BenchConfig", "BenchRun", "Cell", "demo_comparison", "generate", "load_replay", "run_bench"]
+__all__ = ["BenchConfig", "BenchRun", "Cell", "GateResult", "demo_comparison", "gate_runs", "generate", "load_replay", "run_bench"]
 
 _LAZY = {
     "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
+    "GateResult": "._compare", "gate_runs": "._compare",
     "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic",
 }  # fmt: skip
 

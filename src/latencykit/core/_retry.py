@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .._errors import EndedEarly, IncompleteStreamError
+from ._errors import EndedEarly, IncompleteStreamError
 
 __all__ = ["RetryPolicy", "classify", "retry_after", "backoff", "TTFTDeadlineExceeded", "PreContentDrop"]
 

@@ -1,6 +1,9 @@
 """A local HTTP server speaking the Anthropic Messages, OpenAI Chat Completions and OpenAI
 Responses APIs with a documented, seeded timing model (needs `pip install "latencykit[bench]"`).
 
+Layer: above ``telemetry``, beside ``providers`` (neither imports the other). May import
+``latencykit.core`` and ``latencykit.telemetry``; the clients reach it only over HTTP.
+
 Routes: `POST /v1/messages`, `POST /v1/chat/completions`, `POST /v1/responses`,
 `GET /health`.  Point `anthropic.Anthropic(base_url=emu.base_url)` or
 `openai.OpenAI(base_url=emu.base_url + "/v1")` at it.

@@ -28,7 +28,7 @@ from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception
 
 from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
 from ._calls import sending
-from .._errors import EndedEarly, _is_sdk_error, incomplete_error, interrupted_error
+from ..core._errors import EndedEarly, _is_sdk_error, incomplete_error, interrupted_error
 from ._streams import observe_stream
 from ._tap import Tap, not_event_stream
 

@@ -20,7 +20,7 @@ from openai.resources.beta import AsyncBeta, Beta
 from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
 from openai.types.chat import ChatCompletion
 
-from .._errors import EndedEarly
+from ..core._errors import EndedEarly
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage

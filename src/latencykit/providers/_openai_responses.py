@@ -13,7 +13,7 @@ from typing import Any, Optional
 import openai
 from openai.resources.responses import AsyncResponses, Responses
 
-from .._errors import EndedEarly, PartialOutput
+from ..core._errors import EndedEarly, PartialOutput
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_responses_usage

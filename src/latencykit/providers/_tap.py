@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, AsyncIterable, AsyncIterator, ClassVar, Iterable, Iterator, NoReturn, Optional, Sequence
 
-from .._errors import PartialOutput, incomplete_error, interrupted_error
+from ..core._errors import PartialOutput, incomplete_error, interrupted_error
 from ..core._timing import CallTimer
 
 __all__ = ["Tap", "not_event_stream", "tap_failed", "raise_failure", "end_of_events", "raise_if_cut"]

@@ -22,7 +22,7 @@ from anthropic.resources.messages import AsyncMessages, Messages
 from anthropic.types import Message
 from anthropic.types.beta import BetaMessage
 
-from .._errors import EndedEarly
+from ..core._errors import EndedEarly
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import _field, apply_anthropic_usage

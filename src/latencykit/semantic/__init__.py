@@ -3,8 +3,11 @@
 Owns: request fingerprinting for the cache (``_request``), embedders (``_embedders``), vector
 storage (``_store``: the `VectorStore` interface and `MemoryStore`; ``_redis``: `RedisStore`), the cache policy
 (``_cache``), the per-call mark (``_options``) and the HTTP transport that replays stored
-answers (``_transport``). May import ``core`` and ``providers._calls``; nothing outside this
-package imports it except the one hook in ``providers._calls.sdk_client``.
+answers (``_transport``). `SemanticCache` implements ``core._hooks.AnswerHook``: the clients
+ask it for the SDK client to send through and know nothing else of this package.
+
+Layer: above ``providers``, beside ``vllm`` (neither imports the other). May import ``core``,
+``telemetry`` and ``providers``; only ``bench``, the CLI and the package face import it.
 
 ```python
 import latencykit as lk

@@ -1,4 +1,5 @@
 """Where finished call records go: the in-process Recorder, its summaries and reports.
 
-May import ``latencykit.core`` and numpy; never the providers.
+Layer: above ``core``. May import ``latencykit.core``, numpy and the OpenTelemetry API; never
+the providers, the emulator or anything above them.
 """
