@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,42 @@ def test_errors_are_counted_by_kind_and_kept_out_of_latency() -> None:
     cell = run.cells[0]
     assert cell.outcomes() == {"error: APIConnectionError": 3}
     assert cell.sketches["ttft"].count == 0
+    assert (cell.completed, cell.failed) == (0, 3)
+    assert cell.first_error is not None and cell.first_error.startswith("APIConnectionError: Connection error.; caused by ")
+    assert sum(1 for s in cell.samples if s["message"]) == 1  # described once per kind, not per request
+    old = BenchRun.from_dict(json.loads(json.dumps(run.to_dict()).replace('"message":', '"gone":')))
+    assert old.cells[0].first_error == "APIConnectionError"  # a run file from before messages still reads
+
+
+def test_bench_run_without_a_completed_request_exits_1_with_the_first_error(tmp_path: Path) -> None:
+    """`latencykit bench` against a dead port, as a user runs it: exit 1 and one stderr line naming the error."""
+    out = tmp_path / "dead.json"
+    proc = subprocess.run([sys.executable, "-m", "latencykit.cli", "bench", "--target", "openai-compatible", "--base-url",
+                           "http://127.0.0.1:1/v1", "--model", "m", "--requests", "2", "--concurrency", "1",
+                           "--matrix", "retry=off", "--quiet", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("latencykit bench: no request completed in retry=off @ c=1 (2 of 2 failed); first error: "
+                           "APIConnectionError: Connection error.; caused by "), line  # fmt: skip
+    assert "first error: APIConnectionError" in proc.stdout and out.exists()  # the report says it too; the file is kept
+
+
+def test_error_descriptions_leave_out_keys_and_prompt_text() -> None:
+    """An error echoing the API key or the prompt is described without them, on one line."""
+    from latencykit.bench._clients import describe_error
+
+    prompt = "Summarize the quarterly numbers of the northern region for the board."
+    try:
+        try:
+            raise ConnectionError("refused\nby peer")
+        except ConnectionError as inner:
+            raise RuntimeError(f"bad key sk-proj-abcdef123456 / secret-key-42; Bearer tok.en; input: '{prompt[:40]}'") from inner
+    except RuntimeError as exc:
+        text = describe_error(exc, api_key="secret-key-42", texts=[prompt])
+    assert "abcdef" not in text and "secret-key-42" not in text and "tok.en" not in text and "quarterly" not in text
+    assert text == "RuntimeError: bad key *** / ***; *** input: '[prompt text]'; caused by ConnectionError: refused by peer", text
+    assert describe_error(ConnectionError("refused\nby peer")) == "ConnectionError: refused by peer"
 
 
 def test_merge_of_three_files_equals_one_run_over_all_records(tmp_path: Path) -> None:

@@ -165,6 +165,25 @@ class Cell:
             out[k] = out.get(k, 0) + 1
         return out
 
+    @property
+    def completed(self) -> int:
+        """Measured requests that completed."""
+        return sum(1 for s in self.measured if s["outcome"] == "completed")
+
+    @property
+    def failed(self) -> int:
+        """Measured requests that did not complete (errors and interrupted streams)."""
+        return sum(1 for s in self.measured if s["outcome"] != "completed")
+
+    @property
+    def first_error(self) -> Optional[str]:
+        """The first error: type and message on one line, from the earliest-sent failed request that carries
+        one (warm-up and control included; run files without messages give the type); ``None`` if none failed."""
+        failed = sorted((s for s in self.samples if s["outcome"] != "completed"), key=lambda s: s["sent"])
+        described = next((s for s in failed if s.get("message")), None)
+        first = described or (failed[0] if failed else None)
+        return None if first is None else str(first.get("message") or first["error"] or first["outcome"])
+
     def verdicts(self) -> dict[str, int]:
         """latencykit's cache verdict per measured request."""
         out: dict[str, int] = {}

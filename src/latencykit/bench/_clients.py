@@ -111,14 +111,22 @@ def describe_error(exc: BaseException, api_key: str = "", texts: Sequence[str] =
 
 def scrub(line: str, api_key: str = "", texts: Sequence[str] = ()) -> str:
     """``line`` without the API key, key-like tokens or prompt text, cut to 300 characters."""
-    if len(api_key) >= 4:
+    if len(api_key) >= 8:
         line = line.replace(api_key, "***")
     line = _KEYLIKE.sub("***", line)[:300]
     long = [t for t in texts if len(t) >= _ECHO]
-    for i in range(len(line) - _ECHO + 1):
-        if any(line[i : i + _ECHO] in t for t in long):
-            return line[:i] + "[prompt text removed]"
-    return line
+    out, i = [], 0
+    while i < len(line):
+        j = i + _ECHO
+        if j <= len(line) and any(line[i:j] in t for t in long):
+            while j < len(line) and any(line[i : j + 1] in t for t in long):
+                j += 1
+            out.append("[prompt text]")
+            i = j
+        else:
+            out.append(line[i])
+            i += 1
+    return "".join(out)
 
 
 def _texts(req: TrafficRequest) -> list[str]:

@@ -269,7 +269,7 @@ async def run_cell(
             "asked_out": req.output_tokens, "cache_read": obs.cache_read, "cache_write": obs.cache_write,
             "verdict": obs.cache_verdict, "miss_reason": obs.cache_miss_reason, "outcome": obs.outcome,
             "error": obs.error, "attempts": obs.attempts, "chunks": len(obs.chunk_gaps) + (obs.ttft is not None),
-            "client": "thin" if ctl else None,
+            "client": "thin" if ctl else None, "message": obs.error_message,
         }  # fmt: skip
         samples.append(s)
         target = control_sketches if ctl else sketches

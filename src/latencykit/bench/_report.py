@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ._cell import BenchRun, Cell
-from ._compare import Comparison, strategy_table
+from ._compare import Comparison, ErrorComparison, strategy_table
 from ._stats import QUANTILES, Pct, parse_slo, percentiles
 
-__all__ = ["METRIC_NAMES", "print_comparison", "print_report"]
+__all__ = ["METRIC_NAMES", "error_table", "print_comparison", "print_report"]
 
 METRIC_NAMES = {
     "ttft": "TTFT",
@@ -95,6 +95,10 @@ def print_cell(cell: Cell, console: Console, emulated: bool, slos: Sequence[str]
     if verdicts:
         console.print("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
     console.print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {len(meas)})")
+    first = cell.first_error
+    if first:
+        console.print(("[bold red]no request completed[/bold red]; " if not cell.completed else "") + f"first error: {first}",
+                      highlight=False)  # fmt: skip
     for h in cell.health:
         console.print(_health_line(cell, h))
     thin = cell.control["ttft_service"]
@@ -136,6 +140,22 @@ def comparison_table(rows: Sequence[Comparison], title: str, base_name: str = "b
         speed = "-" if c.speedup is None else f"{c.speedup:.2f}×"
         table.add_row(c.cell, f"{c.metric} {c.pct}", _cell_pct(c.base, True), _cell_pct(c.new, True), change, speed,
                       "yes" if c.significant else "no")  # fmt: skip
+    return table
+
+
+def error_table(rows: Sequence[ErrorComparison], title: str, base_name: str = "baseline") -> Table:
+    """Failed requests per cell, base vs new: counts, shares, the rise in points and its one-sided p-value."""
+    table = Table(title=title, title_justify="left")
+    for name, right in (("cell", False), (f"{base_name} failed", True), ("new failed", True), ("change", True),
+                        ("p (higher)", True)):  # fmt: skip
+        table.add_column(name, justify="right" if right else "left")
+
+    def share(failed: int, n: int) -> str:
+        return f"{failed} of {n}" + (f" ({failed / n * 100:.1f}%)" if n else "")
+
+    for e in rows:
+        change = "-" if e.increase is None else f"{e.increase * 100:+.1f} pts"
+        table.add_row(e.cell, share(e.base_failed, e.base_n), share(e.new_failed, e.new_n), change, f"{e.p_value:.2g}")
     return table
 
 

@@ -163,6 +163,9 @@ class Observed:
     cache_miss_reason: Optional[str] = None
     outcome: str = "completed"
     error: Optional[str] = None
+    error_message: Optional[str] = None
+    """One line: the exception's type and message (with its causes), API keys and prompt text removed;
+    set on the first error of each kind a sender meets, so a failing run says why at no cost per request."""
     attempts: int = 1
     chunk_gaps: list[float] = field(default_factory=list)
     token_gaps: list[float] = field(default_factory=list)

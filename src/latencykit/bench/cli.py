@@ -134,46 +134,62 @@ def _cmd_run(argv: Sequence[str]) -> int:
     if args.html:
         Path(args.html).write_text(run.to_html())
         console.print(f"HTML report: {args.html}")
-    return 0
+    dead = [c for c in run.cells if not c.completed]
+    for c in dead:  # one line each, so a CI log shows why
+        first = c.first_error
+        print(f"latencykit bench: no request completed in {c.key} ({c.failed} of {len(c.measured)} failed)"
+              + (f"; first error: {first}" if first else ""), file=sys.stderr)  # fmt: skip
+    return 1 if dead else 0
 
 
 def _cmd_compare(argv: Sequence[str]) -> int:
     from rich.console import Console
 
     from ._cell import BenchRun
-    from ._compare import compare_runs, gate, parse_metric
-    from ._report import comparison_table
+    from ._compare import MATCH_LOAD, gate_runs
+    from ._report import comparison_table, error_table
 
     p = argparse.ArgumentParser(prog="latencykit bench compare", description=(
-        "Compare two run files side by side; exit 1 only on a regression beyond --max-regression AND beyond noise "
-        "(the 95% confidence intervals do not overlap)."))  # fmt: skip
+        "Compare two run files side by side; the CI gate. Exit 1 when a gated percentile is slower beyond "
+        "--max-regression AND beyond noise (the 95%% confidence intervals do not overlap), when the share of failed "
+        "requests rises beyond --max-error-increase AND beyond noise (one-sided Fisher exact test, p < 0.01), when "
+        "a cell has no completed request, or when a cell is in one run only; 0 otherwise; 2 on a usage error."))  # fmt: skip
     p.add_argument("base")
     p.add_argument("new")
     p.add_argument("--max-regression", type=_share, default=0.10, help="allowed slow-down (default 10%%)")
     p.add_argument("--metric", action="append", default=[], help="metric:percentile to gate on (default ttft:p99; repeatable)")
+    p.add_argument("--max-error-increase", type=_share, default=0.01,
+                   help="allowed rise of the failed-request share, in points (default 1%%: 0%% -> 1%%)")  # fmt: skip
+    p.add_argument("--match-load", choices=MATCH_LOAD, default="same",
+                   help="pair cells at the same load level only (default), or at any level (by label, in sweep order)")  # fmt: skip
+    p.add_argument("--allow-missing", action="store_true", help="a cell in one run only is noted, not a failure")
     args = p.parse_args(argv)
     metrics = args.metric or ["ttft:p99"]
     console = Console()
     try:
-        for m in metrics:
-            parse_metric(m)
         base, new = BenchRun.load(args.base), BenchRun.load(args.new)
-        rows = compare_runs(base, new, [*metrics, *(x for x in ("ttft:p50", "ttft:p99", "e2e:p50", "e2e:p99") if x not in metrics)])
+        result = gate_runs(base, new, metrics, max_regression=args.max_regression, max_error_increase=args.max_error_increase,
+                           match_load=args.match_load, allow_missing=args.allow_missing,
+                           show=("ttft:p50", "ttft:p99", "e2e:p50", "e2e:p99"))  # fmt: skip
     except (ValueError, OSError) as exc:
         print(f"latencykit bench compare: {exc}", file=sys.stderr)
         return 2
     tag = " — EMULATED" if base.emulated or new.emulated else ""
-    console.print(comparison_table(rows, f"{args.base} → {args.new}{tag}", "base"))
-    gated = [r for r in rows if f"{r.metric}:{r.pct}" in metrics]
-    bad = gate(gated, args.max_regression)
-    for r in bad:
-        console.print(f"[bold red]REGRESSION[/bold red] {r.cell}: {r.metric} {r.pct} {(r.change or 0) * 100:+.1f}% "
-                      f"(> {args.max_regression * 100:g}% and beyond noise)")  # fmt: skip
-    if not bad:
-        slower = [r for r in gated if (r.change or 0) > args.max_regression]
+    if result.comparisons:
+        console.print(comparison_table(result.comparisons, f"{args.base} → {args.new}{tag}", "base"))
+        console.print(error_table(result.errors, f"failed requests (errors, interrupted streams){tag}", "base"))
+    for note in result.notes:
+        console.print(f"[yellow]note[/yellow] {note}", highlight=False)
+    for kind, line in result.failures:
+        console.print(f"[bold red]{kind}[/bold red] {line}", highlight=False, soft_wrap=True)
+    if result.passed:
+        slower = [r for r in result.gated if (r.change or 0) > args.max_regression]
         note = f" ({len(slower)} slower beyond the threshold but within noise)" if slower else ""
-        console.print(f"no regression beyond {args.max_regression * 100:g}% and beyond noise{note}")
-    return 1 if bad else 0
+        console.print(f"no regression beyond {args.max_regression * 100:g}% and beyond noise{note}; no rise of failed "
+                      f"requests beyond {args.max_error_increase * 100:g} points and beyond noise")  # fmt: skip
+        return 0
+    console.print(f"[bold red]gate failed[/bold red]: {len(result.failures)} problem(s)")
+    return 1
 
 
 def _cmd_merge(argv: Sequence[str]) -> int:
