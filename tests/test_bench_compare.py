@@ -75,7 +75,7 @@ def test_compare_rejects_files_that_are_not_runs(tmp_path: Path) -> None:
 
 # -- failed requests, missing cells, load levels ----------------------------------------------------
 
-BOOM = "APIConnectionError: Connection error.; caused by ConnectError: All connection attempts failed"
+BOOM = "APIConnectionError: Connection error.; caused by ConnectError: [Errno 111] Connection refused"
 
 
 def _cell(n: int, failed: int = 0, *, concurrency: int = 16, label: str = "", seed: int = 0) -> Cell:

@@ -122,7 +122,7 @@ def test_bench_run_without_a_completed_request_exits_1_with_the_first_error(tmp_
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("latencykit bench: no request completed in retry=off @ c=1 (2 of 2 failed); first error: "
+    assert line.startswith("latencykit bench: retry=off @ c=1 has no completed request (2 of 2 failed); first error: "
                            "APIConnectionError: Connection error.; caused by "), line  # fmt: skip
     assert "first error: APIConnectionError" in proc.stdout and out.exists()  # the report says it too; the file is kept
 

@@ -184,6 +184,17 @@ class Cell:
         first = described or (failed[0] if failed else None)
         return None if first is None else str(first.get("message") or first["error"] or first["outcome"])
 
+    @property
+    def no_data(self) -> Optional[str]:
+        """Why the cell has no latency to show (``no completed request (3 of 3 failed); first error: ...``), or ``None``."""
+        if self.completed:
+            return None
+        n = len(self.measured)
+        if not n:
+            return f"no measured request (all {len(self.samples)} are warm-up or control)"
+        first = self.first_error
+        return f"no completed request ({self.failed} of {n} failed)" + (f"; first error: {first}" if first else "")
+
     def verdicts(self) -> dict[str, int]:
         """latencykit's cache verdict per measured request."""
         out: dict[str, int] = {}

@@ -231,16 +231,6 @@ class GateResult:
         return not self.failures
 
 
-def _no_data(side: str, name: str, cell: Cell) -> Optional[str]:
-    if cell.completed:
-        return None
-    n = len(cell.measured)
-    if not n:
-        return f"{side}: {name} has no measured request (all {len(cell.samples)} are warm-up or control)"
-    first = cell.first_error
-    return f"{side}: {name} has no completed request ({cell.failed} of {n} failed)" + (f"; first error: {first}" if first else "")
-
-
 def gate_runs(
     base: BenchRun, new: BenchRun, metrics: Sequence[str] = ("ttft:p99",), *, max_regression: float = 0.10,
     max_error_increase: float = 0.01, alpha: float = ALPHA, match_load: str = "same", allow_missing: bool = False,
@@ -275,13 +265,12 @@ def gate_runs(
                             f"(< {alpha:g})" + (f"; first error: {first}" if first else "")))  # fmt: skip
     for b, n in pairs:
         name = _pair_name(b, n)
-        for line in (_no_data("base", name, b), _no_data("new", name, n)):
-            if line:
-                fail(("NO DATA", line))
+        for side, cell in (("base", b), ("new", n)):
+            if cell.no_data:
+                fail(("NO DATA", f"{side}: {name} has {cell.no_data}"))
     for n in new_only:
-        line = _no_data("new", n.key, n)
-        if line:
-            fail(("NO DATA", line))
+        if n.no_data:
+            fail(("NO DATA", f"new: {n.key} has {n.no_data}"))
     for side, cells, other in (("base", base_only, new_only), ("new", new_only, base_only)):
         for c in cells:
             moved = next((o for o in other if o.label == c.label or len(base.cells) == len(new.cells) == 1), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ._cell import BenchRun, Cell
@@ -95,10 +96,10 @@ def print_cell(cell: Cell, console: Console, emulated: bool, slos: Sequence[str]
     if verdicts:
         console.print("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
     console.print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {len(meas)})")
-    first = cell.first_error
-    if first:
-        console.print(("[bold red]no request completed[/bold red]; " if not cell.completed else "") + f"first error: {first}",
-                      highlight=False)  # fmt: skip
+    if cell.no_data:
+        console.print(f"[bold red]{escape(cell.no_data)}[/bold red]", highlight=False)
+    elif cell.first_error:
+        console.print(f"first error: {escape(cell.first_error)}", highlight=False)
     for h in cell.health:
         console.print(_health_line(cell, h))
     thin = cell.control["ttft_service"]

@@ -134,16 +134,15 @@ def _cmd_run(argv: Sequence[str]) -> int:
     if args.html:
         Path(args.html).write_text(run.to_html())
         console.print(f"HTML report: {args.html}")
-    dead = [c for c in run.cells if not c.completed]
+    dead = [c for c in run.cells if c.no_data]
     for c in dead:  # one line each, so a CI log shows why
-        first = c.first_error
-        print(f"latencykit bench: no request completed in {c.key} ({c.failed} of {len(c.measured)} failed)"
-              + (f"; first error: {first}" if first else ""), file=sys.stderr)  # fmt: skip
+        print(f"latencykit bench: {c.key} has {c.no_data}", file=sys.stderr)
     return 1 if dead else 0
 
 
 def _cmd_compare(argv: Sequence[str]) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from ._cell import BenchRun
     from ._compare import MATCH_LOAD, gate_runs
@@ -179,9 +178,9 @@ def _cmd_compare(argv: Sequence[str]) -> int:
         console.print(comparison_table(result.comparisons, f"{args.base} → {args.new}{tag}", "base"))
         console.print(error_table(result.errors, f"failed requests (errors, interrupted streams){tag}", "base"))
     for note in result.notes:
-        console.print(f"[yellow]note[/yellow] {note}", highlight=False)
-    for kind, line in result.failures:
-        console.print(f"[bold red]{kind}[/bold red] {line}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+    for kind, line in result.failures:  # error messages may hold brackets ("[Errno 111]"): not markup
+        console.print(f"[bold red]{kind}[/bold red] {escape(line)}", highlight=False, soft_wrap=True)
     if result.passed:
         slower = [r for r in result.gated if (r.change or 0) > args.max_regression]
         note = f" ({len(slower)} slower beyond the threshold but within noise)" if slower else ""
