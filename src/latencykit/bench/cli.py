@@ -185,10 +185,14 @@ def _cmd_compare(argv: Sequence[str]) -> int:
         slower = [r for r in result.gated if (r.change or 0) > args.max_regression]
         note = f" ({len(slower)} slower beyond the threshold but within noise)" if slower else ""
         console.print(f"no regression beyond {args.max_regression * 100:g}% and beyond noise{note}; no rise of failed "
-                      f"requests beyond {args.max_error_increase * 100:g} points and beyond noise")  # fmt: skip
+                      f"requests beyond {_points(args.max_error_increase)} and beyond noise")  # fmt: skip
         return 0
     console.print(f"[bold red]gate failed[/bold red]: {len(result.failures)} problem(s)")
     return 1
+
+
+def _points(share: float) -> str:
+    return f"{share * 100:g} percentage point" + ("" if share == 0.01 else "s")
 
 
 def _cmd_merge(argv: Sequence[str]) -> int:
