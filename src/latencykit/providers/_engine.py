@@ -22,15 +22,16 @@ import asyncio
 import socket
 import threading
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Protocol, TypeVar
-
-from tenacity import AsyncRetrying, RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Protocol, TypeVar
 
 from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
 from ._calls import sending
 from ..core._errors import EndedEarly, _is_sdk_error, incomplete_error, interrupted_error
 from ._streams import observe_stream
 from ._tap import Tap, not_event_stream
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = ["open_stream_retrying", "aopen_stream_retrying", "complete_retrying", "acomplete_retrying", "Accumulator"]
 
@@ -97,6 +98,10 @@ class _Attempts:
         self.timer.record.retry_reasons = (*self.timer.record.retry_reasons, classify(exc) or "unknown")
 
     def _retrying(self, is_async: bool) -> Any:
+        # tenacity is imported here, at the first retry: the first attempt runs without it, and
+        # importing it also imports asyncio and, where installed (Jupyter), tornado (~0.1 s).
+        from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
+
         policy = self.policy
 
         def wait(state: RetryCallState) -> float:

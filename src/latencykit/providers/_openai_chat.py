@@ -9,6 +9,7 @@ which call the observed ``create``.
 
 from __future__ import annotations
 
+import functools
 import types
 import weakref
 from functools import cached_property
@@ -16,7 +17,6 @@ from typing import Any, Optional
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.resources.beta import AsyncBeta, Beta
 from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
 from openai.types.chat import ChatCompletion
 
@@ -31,7 +31,7 @@ from ._tap import Tap
 
 __all__ = [
     "ChatTap", "ChatAccumulator", "CHAT", "ObservedCompletions", "AsyncObservedCompletions", "ObservedChat",
-    "AsyncObservedChat", "ObservedBeta", "AsyncObservedBeta", "chat_request", "on_completion", "completion_from_state",
+    "AsyncObservedChat", "observed_beta", "async_observed_beta", "chat_request", "on_completion", "completion_from_state",
 ]  # fmt: skip
 
 
@@ -226,8 +226,6 @@ def _delta_has_token(delta: Any) -> bool:
     return bool(extra) and bool(extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details"))
 
 
-# Responses events whose ``delta`` is generated output, on any channel.
-
 
 def on_completion(rec: CallRecord, completion: Any) -> None:
     rec.response_model = getattr(completion, "model", None)
@@ -370,15 +368,33 @@ class AsyncObservedChat(AsyncChat):
         return AsyncObservedCompletions(self._client)
 
 
-class ObservedBeta(Beta):
-    @cached_property
-    def chat(self) -> Chat:
-        """The observed Chat resource (``client.beta.chat`` is the same API)."""
-        return ObservedChat(self._client)
+@functools.lru_cache(maxsize=None)
+def _beta_classes() -> tuple[type, type]:
+    """``client.beta`` with an observed ``chat``, sync and async, made on first use: importing
+    ``openai.resources.beta`` loads the Assistants and Threads resources and their types
+    (about a sixth of the SDK), which an app that never touches ``client.beta`` does not pay."""
+    from openai.resources.beta import AsyncBeta, Beta
+
+    class ObservedBeta(Beta):
+        @cached_property
+        def chat(self) -> Chat:
+            """The observed Chat resource (``client.beta.chat`` is the same API)."""
+            return ObservedChat(self._client)
+
+    class AsyncObservedBeta(AsyncBeta):
+        @cached_property
+        def chat(self) -> AsyncChat:
+            """The observed async Chat resource."""
+            return AsyncObservedChat(self._client)
+
+    return ObservedBeta, AsyncObservedBeta
 
 
-class AsyncObservedBeta(AsyncBeta):
-    @cached_property
-    def chat(self) -> AsyncChat:
-        """The observed async Chat resource."""
-        return AsyncObservedChat(self._client)
+def observed_beta(client: Any) -> Any:
+    """The ``beta`` resource of a latencykit ``OpenAI`` client."""
+    return _beta_classes()[0](client)
+
+
+def async_observed_beta(client: Any) -> Any:
+    """The ``beta`` resource of a latencykit ``AsyncOpenAI`` client."""
+    return _beta_classes()[1](client)

@@ -25,6 +25,7 @@ from ._tap import Tap
 __all__ = ["ResponsesTap", "ResponseAccumulator", "RESPONSES", "ObservedResponses", "AsyncObservedResponses", "on_response"]
 
 
+# Responses events whose ``delta`` is generated output, on any channel.
 _RESPONSE_TOKEN_EVENTS = frozenset(
     {
         "response.output_text.delta",

@@ -18,15 +18,15 @@ from openai.types.responses import Response
 from ._client import LatencyClientOptions, client_class
 from ._http import Endpoint
 from ._openai_chat import (
-    AsyncObservedBeta, AsyncObservedChat, ChatAccumulator, ChatTap, ObservedBeta, ObservedChat, completion_from_state,
+    AsyncObservedChat, ChatAccumulator, ChatTap, ObservedChat, async_observed_beta, completion_from_state, observed_beta,
     on_completion,
 )  # fmt: skip
 from ._openai_responses import AsyncObservedResponses, ObservedResponses, ResponseAccumulator, ResponsesTap, on_response
 
 __all__ = ["OpenAI", "AsyncOpenAI", "ChatTap", "ResponsesTap", "ChatAccumulator", "ResponseAccumulator", "completion_from_state"]
 
-RESOURCES = {"chat": ObservedChat, "responses": ObservedResponses, "beta": ObservedBeta}
-ASYNC_RESOURCES = {"chat": AsyncObservedChat, "responses": AsyncObservedResponses, "beta": AsyncObservedBeta}
+RESOURCES = {"chat": ObservedChat, "responses": ObservedResponses, "beta": observed_beta}
+ASYNC_RESOURCES = {"chat": AsyncObservedChat, "responses": AsyncObservedResponses, "beta": async_observed_beta}
 ENDPOINTS = {
     "/chat/completions": Endpoint("chat.completions", lambda timer: ChatTap(timer, hide_usage=False), on_completion, ChatCompletion),
     "/responses": Endpoint("responses", ResponsesTap, on_response, Response),
