@@ -18,9 +18,13 @@ from ..telemetry._slo import BATCH_E2E, CHAT_TTFT, CODE_COMPLETION_TTFT, SLO
 from ._load import SKETCHED, CellResult, new_sketches
 from ._stats import Pct, percentiles
 
-__all__ = ["BenchRun", "Cell", "FORMAT", "SLO_PRESETS"]
+__all__ = ["BenchRun", "Cell", "FORMAT", "READABLE", "SLO_PRESETS"]
 
-FORMAT = "latencykit-bench/1"
+FORMAT = "latencykit-bench/2"
+"""Run-file format written: /2 adds each cell's ``summary`` (percentiles in seconds, for ``jq``)."""
+READABLE = ("latencykit-bench/1", FORMAT)
+"""Run-file formats read (``bench compare`` and ``bench merge`` take either)."""
+SUMMARY_QUANTILES = (("p50_s", 0.5), ("p90_s", 0.9), ("p95_s", 0.95), ("p99_s", 0.99), ("p99_9_s", 0.999))
 SLO_PRESETS: tuple[SLO, ...] = (CHAT_TTFT, CODE_COMPLETION_TTFT, BATCH_E2E)
 
 
@@ -208,10 +212,23 @@ class Cell:
         """Whether the client limited or distorted the figures: marked client-bound or client-starved (see `warnings`)."""
         return any(w.startswith(("client-bound", "client-starved")) for w in self.warnings)
 
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per metric: ``n``, ``mean_s``, ``min_s``, ``p50_s`` ... ``p99_9_s``, ``max_s`` (seconds; ``None``
+        where the metric has no data), computed from the sketches (1 % relative accuracy)."""
+        out: dict[str, dict[str, Any]] = {}
+        for m, sk in self.sketches.items():
+            values = sk.quantiles([q for _, q in SUMMARY_QUANTILES])
+            row: dict[str, Any] = {"n": sk.count, "mean_s": sk.mean, "min_s": sk.min}
+            row.update((name, v) for (name, _), v in zip(SUMMARY_QUANTILES, values))
+            row["max_s"] = sk.max
+            out[m] = row
+        return out
+
     # -- serialization --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly state."""
+        """JSON-friendly state; ``summary`` is derived (written for readers without latencykit, never read back)."""
         return {
+            "key": self.key, "summary": self.summary(),
             "strategy": self.strategy, "labels": self.labels, "load": self.load, "scheduled": self.scheduled,
             "unsent_waits": self.unsent_waits, "window": self.window, "health": self.health, "server": self.server,
             "warnings": self.warnings, "sketches": {m: s.to_dict() for m, s in self.sketches.items()},
@@ -266,8 +283,8 @@ class BenchRun:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BenchRun":
         """Inverse of `to_dict`; ``ValueError`` for another format."""
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"not a latencykit bench run file (format {d.get('format') if isinstance(d, dict) else None!r}, expected {FORMAT!r})")
+        if not isinstance(d, dict) or d.get("format") not in READABLE:
+            raise ValueError(f"not a latencykit bench run file (format {d.get('format') if isinstance(d, dict) else None!r}, expected one of {READABLE})")
         return cls(dict(d["config"]), dict(d["env"]), [Cell.from_dict(c) for c in d["cells"]])
 
     @classmethod
