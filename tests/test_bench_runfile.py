@@ -80,3 +80,15 @@ def test_an_unknown_format_is_refused_in_one_line(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"format": "latencykit-bench/99", "cells": []}))
     out = subprocess.run([*CLI, "bench", "compare", str(bad), str(bad)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "latencykit-bench/99" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("target, key", [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
+def test_a_hosted_target_without_model_names_valid_models(target: str, key: str) -> None:
+    """``--target anthropic|openai`` without ``--model``: one line, exit 2, saying why there is no default and naming models."""
+    import os
+
+    env = {**os.environ, key: "sk-test-not-used"}
+    out = subprocess.run([*CLI, "bench", "--target", target, "--requests", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line = out.stderr.strip()
+    assert "needs --model" in line and "models.list()" in line and "e.g." in line and "\n" not in line

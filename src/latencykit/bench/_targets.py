@@ -81,14 +81,16 @@ def resolve_target(
         if not key:
             raise ValueError("target anthropic needs ANTHROPIC_API_KEY in the environment")
         if not model:
-            raise ValueError("target anthropic needs --model")
+            raise ValueError("target anthropic needs --model: a model your key may use (a real API bills every request, so "
+                             "there is no default), e.g. claude-sonnet-4-5 or claude-haiku-4-5; anthropic.Anthropic().models.list() lists them")
         return TargetSpec(kind, "anthropic", base_url, model, key, False, bool(exact_output))
     if kind == "openai":
         key = env.get("OPENAI_API_KEY")
         if not key:
             raise ValueError("target openai needs OPENAI_API_KEY in the environment")
         if not model:
-            raise ValueError("target openai needs --model")
+            raise ValueError("target openai needs --model: a model your key may use (a real API bills every request, so "
+                             "there is no default), e.g. gpt-5-mini or gpt-4.1-mini; openai.OpenAI().models.list() lists them")
         return TargetSpec(kind, "openai", _v1(base_url) if base_url else None, model, key, bool(per_chunk_usage), False)
     if not base_url:
         raise ValueError(f"target {kind} needs --base-url (e.g. http://127.0.0.1:8000)")
