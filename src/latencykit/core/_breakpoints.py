@@ -77,6 +77,9 @@ class BreakpointPlanner:
             wanted.append(tools[1] - 1)
         if system is not None:
             mark = _last_markable(shape, range(system[0], min(system[1], system[0] + dyn.get("system", len(blocks)))))
+            if "system" in dyn:  # this value of a changing system prompt is cached: marking it is a read
+                whole = _last_markable(shape, range(*system))
+                mark = whole if whole is not None and whole in ctx.written else mark
             if mark is not None:
                 wanted.append(mark)
         if "system" not in dyn:

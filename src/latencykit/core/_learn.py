@@ -8,9 +8,17 @@ once per block content the learner has not seen before and kept in a bounded sto
 
 Two kinds of boundary are learned:
 
-- a ``tools`` or ``system`` segment that changes on `DYNAMIC_AFTER` consecutive calls is
-  *dynamic* (a timestamp in the system prompt): the planner stops putting breakpoints
-  after it until it has stayed the same for `STATIC_AFTER` calls, and one warning says so;
+- a ``tools`` or ``system`` segment whose value *recurs* is static per value (an app serving
+  three assistants sends three system prompts in turn): once it has changed, the family
+  keeps the segment's recent values, each with the time its cache entry would expire
+  (`Rotation`), and the segment keeps its breakpoint while a value is likely to be read
+  again before it expires — at least half the values came back within their lifetime, or,
+  before any came back, the values seen so far, in order, would come round again in time;
+- a segment that changes on `DYNAMIC_AFTER` consecutive calls into an *edit* of its previous
+  value (all but a few 16-character chunks equal at the same places: a timestamp in the
+  system prompt), or into `ROTATION_VALUES` new values in a row, none of which came back, is
+  *dynamic*: the planner stops putting breakpoints after it until it has stayed the same
+  for `STATIC_AFTER` calls or a value comes back, and one warning per family says so;
 - in the messages, the first block that differs from the previous call, counted from the
   newest message (RAG documents before a varying question: the newest message's block 3;
   few-shot examples: the newest message's block 0). The later of the last two observations
@@ -22,20 +30,28 @@ Two kinds of boundary are learned:
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import filterfalse
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Union
 
+from ._cache_facts import OPENAI_TTL_SECONDS, TTL_SECONDS
 from ._segments import CHUNK_CHARS, SegmentPrint, Shape, common_prefix, message_segments
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Change", "Families", "FamilyState", "Learned", "Prints", "diff", "DYNAMIC_AFTER", "STATIC_AFTER"]
+__all__ = [
+    "Change", "Families", "FamilyState", "Learned", "Prints", "Rotation", "diff", "DYNAMIC_AFTER", "STATIC_AFTER",
+    "ROTATION_VALUES",
+]  # fmt: skip
 
 DYNAMIC_AFTER = 2
 STATIC_AFTER = 5
+ROTATION_VALUES = 32
+"""Recent values a family keeps per changing segment: a rotation of up to this many prompts is learned."""
+_LIFETIME_5M, _LIFETIME_1H = TTL_SECONDS["5m"], TTL_SECONDS["1h"]
 _LEARNABLE = ("tools", "system")
 Position = tuple[int, int]
 """``(messages before the newest, block in that message)`` of the first changed message block."""
@@ -164,19 +180,120 @@ def _later(a: Optional[Position], b: Optional[Position]) -> Optional[Position]:
     return a if (-a[0], a[1]) >= (-b[0], b[1]) else b
 
 
+class Rotation:
+    """The recent values of one changing segment of a family, each with the time its cache entry expires.
+
+    Kept from the segment's first change on (a family whose segments never change has none).
+    A value seen again before it expires *came back in time*; one that expires unseen, or
+    comes back later, *lapsed*. Both are counted (halved past 64, so the recent past weighs
+    most), and `worth` says whether a value not yet cached should be written: at least half
+    the values came back in time, or, before any did, the values seen so far, taken in
+    order at the pace they arrived, would come round again within a lifetime (at most
+    `ROTATION_VALUES` of them). At most `ROTATION_VALUES` values are kept, the least
+    recently seen dropped first.
+    """
+
+    __slots__ = ("expires", "current", "in_time", "lapsed", "streak", "first", "block")
+
+    def __init__(self, block: int = 0) -> None:
+        self.expires: dict[tuple[bytes, ...], float] = {}
+        """Value (its blocks' digests) → when its cache entry expires, least recently seen first."""
+        self.current: tuple[bytes, ...] = ()
+        self.in_time = 0
+        self.lapsed = 0
+        self.streak = 0
+        """New values in a row since a value last came back in time."""
+        self.first = 0.0
+        """When the first value of the streak was seen."""
+        self.block = block
+        """First block of the segment (in it) that differs between its values."""
+
+    def see(self, value: tuple[bytes, ...], now: float, lifetime: float) -> bool:
+        """Record a sight of ``value``; whether it came back before its entry expired."""
+        expires = self.expires
+        previous = expires.pop(value, None)
+        while expires:  # the least recently seen first: count the ones that expired unseen
+            oldest = next(iter(expires))
+            if expires[oldest] >= now:
+                break
+            del expires[oldest]
+            self.lapsed += 1
+        expires[value] = now + lifetime
+        if len(expires) > ROTATION_VALUES:
+            del expires[next(iter(expires))]
+        self.current = value
+        if previous is not None and previous >= now:
+            self.in_time += 1
+            self.streak = 0
+            if self.in_time + self.lapsed > 64:
+                self.in_time, self.lapsed = (self.in_time + 1) // 2, self.lapsed // 2
+            return True
+        if previous is not None:  # came back, but after its entry expired
+            self.lapsed += 1
+        if self.streak == 0:
+            self.first = now
+        self.streak += 1
+        return False
+
+    def worth(self, now: float, lifetime: float) -> bool:
+        """Whether a value not cached yet is likely to be read again before its entry expires."""
+        if self.in_time:
+            return self.in_time > self.lapsed
+        n = self.streak
+        if n >= ROTATION_VALUES:
+            return False
+        # In order, n values seen over (now - first) come round again after about n gaps.
+        return n <= 1 or (now - self.first) * n < lifetime * (n - 1)
+
+
 @dataclass
 class FamilyState:
     """What is remembered about one prompt family."""
 
     last: tuple[SegmentPrint, ...] = ()
+    last_time: float = 0.0
+    """When the previous call was planned."""
     last_marked: int = -1
     """Furthest block the previous call asked the cache to store."""
     changes: dict[str, int] = field(default_factory=dict)
     steady: dict[str, int] = field(default_factory=dict)
     dynamic: dict[str, int] = field(default_factory=dict)
-    warned: set[str] = field(default_factory=set)
+    rotations: dict[str, Rotation] = field(default_factory=dict)
+    """Recent values of the segments that changed (see `Rotation`)."""
+    warned: bool = False
+    """The family's one "changes on every call" warning was given."""
     tails: list[Optional[Position]] = field(default_factory=list)
     """The last two observations of where the messages first changed (see `_tail`)."""
+
+
+def _edit(prints: Prints, old: tuple[bytes, ...], new: tuple[bytes, ...]) -> bool:
+    """Whether ``new`` is an edit of ``old``, not another text; ``True`` when unknown.
+
+    An edit (a timestamp, a request id) leaves all but a few 16-character chunks of the first
+    differing block where they were: at most 4 of them, or an eighth, differ.
+    """
+    j = common_prefix(old, new)
+    if j >= len(old) or j >= len(new):
+        return True
+    a, b = prints.get(old[j]), prints.get(new[j])
+    if a is None or b is None:
+        return True
+    n, longest = min(len(a), len(b)), max(len(a), len(b))
+    differing = longest - int((a[:n] == b[:n]).sum())
+    return differing <= 4 or differing * 8 <= longest
+
+
+def _lifetime(shape: Shape, seg: SegmentPrint) -> float:
+    """Seconds a cache entry ending at ``seg`` lives: 1h under a later caller's (or top-level) 1h marker."""
+    if shape.api != "messages":
+        return OPENAI_TTL_SECONDS
+    if shape.top_level == "1h":
+        return _LIFETIME_1H
+    if shape.markers:
+        end = seg.first_block + len(seg.blocks) - 1
+        if any(ttl == "1h" and i >= end for i, ttl in shape.markers):
+            return _LIFETIME_1H
+    return _LIFETIME_5M
 
 
 class Learned(NamedTuple):
@@ -194,14 +311,21 @@ class Learned(NamedTuple):
 class Families:
     """Per-family learning state, bounded (LRU) and thread-safe."""
 
-    def __init__(self, *, capacity: int = 1024, prints: Optional[Prints] = None) -> None:
+    def __init__(
+        self, *, capacity: int = 1024, prints: Optional[Prints] = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.capacity = capacity
+        self.clock = clock
         self.prints = prints if prints is not None else Prints()
         self._states: OrderedDict[bytes, FamilyState] = OrderedDict()
         self._lock = threading.Lock()
 
-    def observe(self, shape: Shape, text: Optional[Callable[[int], str]] = None, *, defer_prints: bool = False) -> Learned:
+    def observe(
+        self, shape: Shape, text: Optional[Callable[[int], str]] = None, *, defer_prints: bool = False, now: Optional[float] = None
+    ) -> Learned:
         """Compare ``shape`` with the family's previous call, update what is learned, remember it.
+
+        ``now``: the call's time (default: the clock), for the values of changing segments.
 
         ``text(i)`` gives block ``i``'s canonical text; it is asked only for blocks whose
         chunk prints are not kept yet (none at all in a steady family). With
@@ -209,6 +333,8 @@ class Families:
         `marked` makes the prints of those a later call can be told about: the blocks
         up to the furthest marker, and tools and system.
         """
+        if now is None:
+            now = self.clock()
         unprinted: tuple[int, ...] = ()
         if text is not None:
             unprinted = self._new_blocks(shape)
@@ -224,25 +350,29 @@ class Families:
             self._states.move_to_end(shape.family)
             change = diff(state.last, shape, self.prints, text, state.last_marked if defer_prints else None) if state.last else None
             newly: Optional[Change] = None
+            skip: Optional[list[tuple[str, int]]] = None
             for name in _LEARNABLE:
-                if change is not None and change.segment == name:
-                    state.changes[name] = state.changes.get(name, 0) + 1
-                    state.steady[name] = 0
-                    if state.changes[name] >= DYNAMIC_AFTER and name not in state.dynamic:
-                        state.dynamic[name] = change.block_in_segment
-                        if name not in state.warned:
-                            state.warned.add(name)
-                            newly = change
-                elif state.last and shape.segment(name) is not None:
-                    state.steady[name] = state.steady.get(name, 0) + 1
-                    state.changes[name] = 0
-                    if state.steady[name] >= STATIC_AFTER:
-                        state.dynamic.pop(name, None)
+                changed = change is not None and change.segment == name
+                if not changed and name not in state.rotations:  # a segment that never changed: the common case
+                    if state.last and shape.segment(name) is not None:
+                        state.steady[name] = state.steady.get(name, 0) + 1
+                        state.changes[name] = 0
+                        if state.steady[name] >= STATIC_AFTER:
+                            state.dynamic.pop(name, None)
+                    continue
+                found = self._rotate(state, shape, name, change if changed else None, now)
+                if isinstance(found, Change):
+                    newly = found
+                elif found is not None:
+                    skip = [*(skip or ()), (name, found)]
             if state.last:
                 state.tails = [*state.tails[-1:], _tail(state.last, shape)]
             previous = state.last_marked
             state.last = shape.segments
+            state.last_time = now
             dynamic = dict(state.dynamic)
+            if skip:
+                dynamic.update(skip)
             tails = state.tails
         if tails:
             where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
@@ -250,6 +380,57 @@ class Families:
             if where is not None and where[0] < len(messages):
                 dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
         return Learned(change, dynamic, newly, previous, unprinted)
+
+    def _rotate(
+        self, state: FamilyState, shape: Shape, name: str, change: Optional[Change], now: float
+    ) -> Union[Change, int, None]:
+        """Learn from the value of segment ``name`` of a family in which it changed (under the lock).
+
+        Returns the `Change` that made it newly dynamic (to warn about, once per family), the
+        block (in the segment) to stop before when this value is not worth writing, or ``None``.
+        """
+        seg = shape.segment(name)
+        if seg is None:
+            return None
+        lifetime = _lifetime(shape, seg)
+        rot = state.rotations.get(name)
+        if rot is None:
+            rot = state.rotations[name] = Rotation(change.block_in_segment if change is not None else 0)
+            old = next((s for s in state.last if s.name == name), None)
+            if old is not None:
+                rot.see(old.blocks, state.last_time, lifetime)
+        current = rot.current
+        changed = seg.blocks is not current and seg.blocks != current
+        back = rot.see(seg.blocks, now, lifetime)
+        newly: Optional[Change] = None
+        if not changed:
+            state.steady[name] = state.steady.get(name, 0) + 1
+            state.changes[name] = 0
+            if state.steady[name] >= STATIC_AFTER:  # settled on one value: a plain static segment again
+                state.dynamic.pop(name, None)
+                del state.rotations[name]
+                return None
+        else:
+            state.steady[name] = 0
+            if change is not None and change.segment == name:
+                rot.block = min(rot.block, change.block_in_segment)
+            if back:  # a value came back before it expired: static per value
+                state.changes[name] = 0
+                state.dynamic.pop(name, None)
+            elif not rot.in_time and (rot.streak >= ROTATION_VALUES or _edit(self.prints, current, seg.blocks)):
+                state.changes[name] = state.changes.get(name, 0) + 1
+                if state.changes[name] >= DYNAMIC_AFTER and name not in state.dynamic:
+                    state.dynamic[name] = rot.block
+                    if not state.warned:
+                        state.warned = True
+                        newly = change or Change(name, 0, seg.first_block, rot.block)
+            else:
+                state.changes[name] = 0
+        if newly is not None:
+            return newly
+        if name not in state.dynamic and not rot.worth(now, lifetime):
+            return rot.block
+        return None
 
     def _new_blocks(self, shape: Shape) -> tuple[int, ...]:
         """Blocks whose prints are not kept yet (those of a segment learned dynamic only once they repeat)."""

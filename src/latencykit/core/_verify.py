@@ -89,9 +89,13 @@ def _common_reason(
             break
     if far > read:
         return (TTL_EXPIRED if states[far] == "expired" else BEYOND_LOOKBACK), None
-    # A different newest message is the dynamic tail of the request, not a change of its prefix.
+    # A different newest message is the dynamic tail of the request, not a change of its prefix;
+    # nor is a change whose new value is cached itself (one of a few system prompts in turn).
     newest = f"message {shape.messages - 1}"
-    if change is not None and change.segment != newest and 0 <= previous_marked and change.block <= previous_marked:
+    if (
+        change is not None and change.segment != newest and 0 <= previous_marked and change.block <= previous_marked
+        and (read < change.block or change.block < 0)
+    ):  # fmt: skip
         return PREFIX_CHANGED, change
     return None, None
 

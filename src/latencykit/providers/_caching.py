@@ -88,7 +88,7 @@ class CachePolicy:
         self.clock = clock
         self._fp = Fingerprinter(secret)
         self._estimate = estimator or block_size
-        self._families = Families()
+        self._families = Families(clock=clock)
         self._warn_lock = threading.Lock()
         self._last_warning = float("-inf")
         self._suppressed = 0
@@ -119,10 +119,10 @@ class CachePolicy:
             logger.debug("latencykit: not planning the prompt cache for this request (%s)", exc)
             return kwargs, None
         text = texts(api, kwargs, shape)
-        learned = self._families.observe(shape, text, defer_prints=True)
-        if learned.newly_dynamic is not None:
-            _warn_dynamic(learned.newly_dynamic)
         now = self.clock()
+        learned = self._families.observe(shape, text, defer_prints=True, now=now)
+        if learned.newly_dynamic is not None and self.strategy is not None:  # "off" moves no breakpoint
+            _warn_dynamic(learned.newly_dynamic)
         if api == "messages":
             sent, finish, furthest = self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
         else:
