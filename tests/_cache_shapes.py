@@ -1,8 +1,9 @@
-"""Request shapes and fixtures shared by the prompt-cache tests (agent, RAG, timestamps)."""
+"""Request shapes and fixtures shared by the prompt-cache tests (agent, RAG, timestamps, rotating prompts)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import random
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -39,6 +40,26 @@ def filler(tokens: int, word: str = "context") -> str:
     return (word + " ") * (tokens * 4 // (len(word) + 1))
 
 
+def rotating_system(k: int) -> str:
+    """About 2k tokens of static system prompt for assistant ``k``; every one the same length (one family)."""
+    return f"You are assistant {k:02d} of the help desk. " + filler(2000, f"topic{k:02d}")
+
+
+class Clock:
+    """A hand-moved clock shared by a policy's ledger and the emulator's cache."""
+
+    def __init__(self, emu: Emulator) -> None:
+        self.now = 1000.0
+        self.emu = emu
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self.emu.cache.advance(seconds)  # type: ignore[attr-defined]
+
+
 @pytest.fixture
 def cemu() -> Iterator[Emulator]:
     """A fresh emulator with its own prompt cache and no delays (cache state isolated per test)."""
@@ -49,11 +70,76 @@ def cemu() -> Iterator[Emulator]:
 # -- the shapes of issue 9 and the hindsight oracle they are measured against -----------------
 
 CC: dict[str, Any] = {"type": "ephemeral"}
+ROTATING = tuple(
+    f"{k} system prompts in turn, {order}" for k in (2, 3, 5, 20) for order in ("in order", "at random")
+) + ("20 system prompts, rare, in order", "20 system prompts, rare, at random")
+"""Issue 29: an app serving k assistants sends k static system prompts (tools before them) in turn;
+"rare": a call every 2 minutes, so each prompt comes back only after its 5-minute cache lifetime."""
 SHAPES = (
     "agent, single-turn", "agent, multi-turn", "RAG, documents in the user turn", "few-shot",
     "timestamp in the system prompt", "tools only", "system of several blocks", "OpenAI chat, shared prefix",
+    *ROTATING,
 )  # fmt: skip
 """Every request shape the planner is measured on (``benchmarks/caching.py``, ``tests/test_cache_shapes_*``)."""
+TTL = 300.0
+"""The 5-minute cache lifetime the planner's markers get."""
+
+
+def rotation(shape: str) -> Optional[tuple[int, bool, float]]:
+    """``(k, at random, seconds between calls)`` of a rotating shape, ``None`` for the others."""
+    if shape not in ROTATING:
+        return None
+    return int(shape.split()[0]), shape.endswith("at random"), 120.0 if "rare" in shape else 5.0
+
+
+def rare(shape: str) -> bool:
+    """Whether a rotating shape's prompts come back only after their cache lifetime (as a rule)."""
+    return "rare" in shape
+
+
+def shape_calls(shape: str, calls: int) -> int:
+    """At least ``calls``, and enough for a rotating shape to show every prompt at least twice (k = 20: 45)."""
+    rot = rotation(shape)
+    return calls if rot is None else max(calls, 2 * rot[0] + 5)
+
+
+def shape_gap(shape: str) -> float:
+    """Seconds between the calls of a shape (0: back to back)."""
+    rot = rotation(shape)
+    return 0.0 if rot is None else rot[2]
+
+
+def shape_values(shape: str, calls: int) -> list[int]:
+    """Which system prompt each call of a rotating shape sends (in order, or seeded random); zeros otherwise."""
+    rot = rotation(shape)
+    if rot is None:
+        return [0] * calls
+    k, at_random, _ = rot
+    rng = random.Random(f"rotating:{k}")
+    return [rng.randrange(k) if at_random else i % k for i in range(calls)]
+
+
+def measured(shape: str, calls: int) -> list[int]:
+    """The calls a shape is judged on: from the third call on, and for a rotating shape from the
+    second sight of each prompt on (its first sight cannot read it).
+
+    Rare shapes: every call from the third on but the chance returns of a random order (a
+    prompt back within its lifetime although most come back later): the oracle, knowing
+    they come, wrote those prompts; the planner writes nothing that most likely expires unread.
+    """
+    rot = rotation(shape)
+    if rot is None:
+        return list(range(2, calls))
+    values, last = shape_values(shape, calls), {}
+    out = []
+    for i, v in enumerate(values):
+        if rare(shape):
+            if i >= 2 and not (v in last and (i - last[v]) * rot[2] < TTL):
+                out.append(i)
+        elif v in last:
+            out.append(i)
+        last[v] = i
+    return out
 
 
 def _question(i: int) -> dict[str, Any]:
@@ -81,9 +167,12 @@ def shape_requests(shape: str, calls: int) -> tuple[str, list[dict[str, Any]]]:
     out: list[dict[str, Any]] = []
     tools, system = agent_tools(), agent_system()
     history: list[dict[str, Any]] = []
+    values = shape_values(shape, calls)
     for i in range(calls):
         req: dict[str, Any] = {"model": MODEL, "max_tokens": 8}
-        if shape == "agent, single-turn":
+        if shape in ROTATING:
+            req.update(tools=tools, system=rotating_system(values[i]), messages=[_question(i)])
+        elif shape == "agent, single-turn":
             req.update(tools=tools, system=system, messages=[_question(i)])
         elif shape == "agent, multi-turn":
             req.update(tools=tools, system=system, messages=[*history, _question(i)])
@@ -136,24 +225,32 @@ def _common(a: list[tuple[tuple[Any, ...], str]], b: list[tuple[tuple[Any, ...],
     return next((k for k, (x, y) in enumerate(zip(a, b)) if x[1] != y[1]), min(len(a), len(b)))
 
 
-def oracle_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def oracle_requests(requests: list[dict[str, Any]], gap: float = 0.0) -> list[dict[str, Any]]:
     """The requests with the markers an oracle with hindsight would place (Anthropic).
 
-    Call ``i`` marks the end of what it shares with call ``i - 1`` (to read it) and the end
-    of what it shares with call ``i + 1`` (to write it for the next call): the most any
-    placement of breakpoints can read. Copies; the inputs are not touched.
+    Call ``i`` marks the end of what it shares with call ``i - 1`` and with call ``i + 1``,
+    and the end of the longest prefix it shares with any earlier and with any later call
+    less than a cache lifetime away (calls ``gap`` seconds apart): it reads what it can and
+    writes what a later call will read, the most any placement of breakpoints can read (a
+    system prompt that comes back three calls later is written on its first sight, one that
+    comes back after its lifetime is not). Copies; the inputs are not touched.
     """
     import copy
 
     prints = [_blocks(r) for r in requests]
+    near = len(requests) if gap <= 0 else int((TTL - 1e-9) // gap)  # calls less than a lifetime apart
     out = []
     for i, req in enumerate(requests):
         ends = set()
         for j in (i - 1, i + 1):
-            if 0 <= j < len(requests):
+            if 0 <= j < len(requests) and abs(i - j) <= near:
                 common = _common(prints[i], prints[j])
                 if common > 0:
                     ends.add(common - 1)
+        for side in (range(max(i - near, 0), i), range(i + 1, min(i + near + 1, len(requests)))):
+            common = max((_common(prints[i], prints[j]) for j in side), default=0)
+            if common > 0:
+                ends.add(common - 1)
         sent = copy.deepcopy(req)
         for k in ends:
             path = prints[i][k][0]

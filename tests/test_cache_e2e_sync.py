@@ -11,7 +11,7 @@ import pytest
 import latencykit as lk
 from latencykit.emulator import Emulator
 
-from _cache_shapes import MODEL, agent_system, agent_tools, cemu, timestamp_system  # noqa: F401
+from _cache_shapes import MODEL, agent_system, agent_tools, cemu, rotating_system, timestamp_system  # noqa: F401
 
 CALLS = 50
 CC: dict[str, Any] = {"type": "ephemeral"}
@@ -100,6 +100,26 @@ def test_timestamp_in_system_prompt_is_detected_and_tools_stay_cached(
     tools_only = recs[-1].cache_read_tokens
     assert all(r.cache_read_tokens == tools_only and r.cache_write_tokens == 0 for r in recs[3:])
     assert tools_only and tools_only > 2500 and all(r.cache_verdict == "hit" for r in recs[3:])
+
+
+@pytest.mark.parametrize("cache", ["auto", "off"])
+def test_rotating_system_prompts_stay_cached_per_prompt(cemu: Emulator, caplog: pytest.LogCaptureFixture, cache: str) -> None:
+    """Three static system prompts in turn (issue 29): no "changes on every call" warning; from the second
+    sight of each on, a full read labelled hit — by the planner, or by one hand-placed marker under cache='off'."""
+    recs = []
+    with caplog.at_level(logging.WARNING, logger="latencykit"), lk.Anthropic(base_url=cemu.base_url, api_key="x", cache=cache) as c:
+        for i in range(12):
+            system: Any = rotating_system(i % 3)
+            if cache == "off":
+                system = [{"type": "text", "text": system, "cache_control": CC}]
+            c.messages.create(model=MODEL, max_tokens=8, tools=agent_tools(), system=system,
+                              messages=[{"role": "user", "content": f"q{i}"}])  # fmt: skip
+            assert c.latency.last is not None
+            recs.append(c.latency.last)
+    assert not [r for r in caplog.records if "changes on every call" in r.getMessage()]
+    assert [r.cache_verdict for r in recs[3:]] == ["hit"] * 9
+    assert all(r.cache_miss_reason is None and (r.cache_read_tokens or 0) > 4500 for r in recs[3:])
+    assert c.latency.cache_report().hit_rate_calls == pytest.approx(9 / 12 if cache == "off" else 11 / 12)
 
 
 def test_openai_derives_a_stable_prompt_cache_key(cemu: Emulator) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from pydantic import TypeAdapter
 import latencykit as lk
 from anthropic.types import message_create_params
 
-from _cache_shapes import MODEL, agent_system, agent_tools
+from _cache_shapes import MODEL, agent_system, agent_tools, rotating_system, timestamp_system
 
 CC: dict[str, Any] = {"type": "ephemeral"}
 SECRET = b"test-secret"
@@ -339,6 +340,49 @@ def test_growing_conversation_keeps_marking_the_newest_message() -> None:
         if i:
             assert where[-1] == f"message {len(history) - 1} block 0"
         history.append({"role": "assistant", "content": f"a{i}"})
+
+
+def _rotating(i: int, k: int, **extra: Any) -> dict[str, Any]:
+    return {"model": MODEL, "max_tokens": 8, "tools": agent_tools(), "system": rotating_system(i % k),
+            "messages": [{"role": "user", "content": f"q{i}"}], **extra}  # fmt: skip
+
+
+@pytest.mark.parametrize(("extra", "marked"), [({}, False), ({"cache_control": {"type": "ephemeral", "ttl": "1h"}}, True)])
+def test_a_prompt_back_after_its_lifetime_is_not_written(extra: dict[str, Any], marked: bool) -> None:
+    """Three prompts, a call every 200 s: each comes back after 10 minutes. Under 5-minute markers the
+    system prompt is not written (it would expire unread); under the caller's 1h marker it is."""
+    now = [0.0]
+    policy = lk.CachePolicy(secret=SECRET, clock=lambda: now[0])
+    where = []
+    for i in range(9):
+        where.append([w for w, _ in markers(plan(_rotating(i, 3, **extra), policy))])
+        now[0] += 200
+    assert where[0][:2] == ["tool 11", "system 0"]
+    assert all(("system 0" in w) is marked for w in where[1:])
+    assert all("tool 11" in w for w in where)
+
+
+def test_a_timestamp_learned_dynamic_then_a_prompt_that_comes_back_is_static_per_value(caplog: pytest.LogCaptureFixture) -> None:
+    """Edits of one prompt (a timestamp) are dynamic, warned once per family; a prompt that then
+    comes back within its lifetime is marked again, with no second warning."""
+    policy = lk.CachePolicy(secret=SECRET)
+    with caplog.at_level(logging.WARNING, logger="latencykit"):
+        sent = [plan({**agent(), "system": timestamp_system(i)}, policy) for i in range(4)]
+        assert [("system 0" in [w for w, _ in markers(r)]) for r in sent] == [True, True, False, False]
+        back = [plan({**agent(), "system": timestamp_system(i)}, policy) for i in (2, 3, 2, 3)]
+        assert all("system 0" in [w for w, _ in markers(r)] for r in back[1:])
+        for i in range(4, 8):  # the tools edited too (the family keeps its tool names): still one warning
+            plan({**agent(), "tools": agent_tools(salt=f"v{i} "), "system": timestamp_system(i)}, policy)
+    assert len([r for r in caplog.records if "changes on every call" in r.getMessage()]) == 1
+
+
+def test_cache_off_learns_but_never_warns(caplog: pytest.LogCaptureFixture) -> None:
+    """cache='off' moves no breakpoint, so it does not say it does."""
+    policy = lk.CachePolicy("off", secret=SECRET)
+    with caplog.at_level(logging.WARNING, logger="latencykit"):
+        for i in range(6):
+            plan({**agent(), "system": timestamp_system(i)}, policy)
+    assert not caplog.records
 
 
 def test_derived_key_covers_the_learned_static_messages() -> None:

@@ -11,24 +11,9 @@ import latencykit as lk
 from latencykit.core._verify import Expectation, judge
 from latencykit.emulator import Emulator
 
-from _cache_shapes import MODEL, agent_system, agent_tools, cemu, filler  # noqa: F401
+from _cache_shapes import MODEL, Clock, agent_system, agent_tools, cemu, filler  # noqa: F401
 
 CC: dict[str, Any] = {"type": "ephemeral"}
-
-
-class Clock:
-    """A hand-moved clock shared by the policy's ledger and the emulator's cache."""
-
-    def __init__(self, emu: Emulator) -> None:
-        self.now = 1000.0
-        self.emu = emu
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        self.emu.cache.advance(seconds)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
