@@ -152,19 +152,50 @@ def test_doctor_function_and_client_shortcut() -> None:
         client.close()
 
 
-def test_rules_on_a_synthetic_window_and_thresholds() -> None:
-    """The rules read only the window: KV full with waiting is memory pressure; thresholds move the line."""
+def _page(usage: float, waiting: float, running: float, extra: str = "") -> MetricsWindow:
+    labels = '{engine="0",model_name="m"}'
     page = (
-        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.95\n'
-        'vllm:num_requests_waiting{engine="0",model_name="m"} 3\n'
-        'vllm:num_requests_running{engine="0",model_name="m"} 8\n'
-    )
-    window = MetricsWindow([Scrape.parse(page)])
-    assert diagnose(window).kinds == ("kv_cache_pressure",)
-    assert diagnose(window, thresholds=Thresholds(kv_cache_high=0.99)).kinds == ("queue_pressure",)
+        f"vllm:kv_cache_usage_perc{labels} {usage}\n"
+        f"vllm:num_requests_waiting{labels} {waiting}\n"
+        f"vllm:num_requests_running{labels} {running}\n"
+    ) + extra
+    return MetricsWindow([Scrape.parse(page)])
+
+
+def test_rules_on_a_synthetic_window_and_thresholds() -> None:
+    """The rules read only the window: requests waiting while the free KV cannot hold one more sequence
+    of the running ones' size is memory pressure, whatever the usage; with room, a queue."""
+    # the issue's case: one sequence holds 86 %, three wait; usage is below 0.9, and a second cannot fit
+    one = diagnose(_page(0.86, 3, 1))
+    assert one.kinds == ("kv_cache_pressure",), str(one)
+    ev = one.findings[0].evidence
+    assert ev["running"] == 1 and ev["kv_free"] == pytest.approx(0.14) and ev["kv_need_per_sequence"] == pytest.approx(0.86)
+    assert "cannot help" in one.findings[0].advice and "raise --max-num-seqs" not in one.findings[0].advice
+    # 8 running at 95 %: ~12 % each, 5 % free
+    assert diagnose(_page(0.95, 3, 8)).kinds == ("kv_cache_pressure",)
+    # real vLLM-CPU mid-load (--max-num-seqs 2): 0.5 % used, room for hundreds more: a queue
+    queue = diagnose(_page(0.0048, 4, 2))
+    assert queue.kinds == ("queue_pressure",) and queue.findings[0].evidence["kv_room_sequences_min"] > 400
+    assert "raise --max-num-seqs" in queue.findings[0].advice
+    # 40 short sequences at 95 %: room for two more; kv_cache_high draws the "full anyway" line
+    crowded = _page(0.95, 3, 40)
+    assert diagnose(crowded).kinds == ("kv_cache_pressure",)
+    assert diagnose(crowded, thresholds=Thresholds(kv_cache_high=0.99)).kinds == ("queue_pressure",)
+    assert diagnose(crowded, thresholds=Thresholds(kv_cache_high=0.99, kv_free_sequences=3)).kinds == ("kv_cache_pressure",)
+    # the mean prompt (request_prompt_tokens) over the cache size (cache_config_info) bounds the need
+    # from below: 4 running long chats at 80 %, but the prompts waiting are 100 tokens of 10,240
+    info = 'vllm:cache_config_info{block_size="16",engine="0",kv_cache_size_tokens="10240",num_gpu_blocks="640"} 1.0\n'
+    prompts = 'vllm:request_prompt_tokens_sum{engine="0",model_name="m"} 1000\nvllm:request_prompt_tokens_count{engine="0",model_name="m"} 10\n'
+    prompts += 'vllm:request_prompt_tokens_bucket{engine="0",le="+Inf",model_name="m"} 10\n'
+    assert diagnose(_page(0.8, 2, 4)).kinds == ("kv_cache_pressure",)
+    assert diagnose(_page(0.8, 2, 4, info + prompts)).kinds == ("queue_pressure",)
+    # a preemption is memory pressure even if no scrape caught the cache full
+    preempted = _page(0.1, 0, 1, 'vllm:num_preemptions_total{engine="0",model_name="m"} 2\n')
+    assert diagnose(preempted).kinds == ("kv_cache_pressure",)
+    assert "fewer concurrent" in diagnose(preempted).findings[0].advice
     with pytest.raises(ValueError, match="-1"):
         Thresholds(waiting=-1)
-    assert "kv_cache_pressure" in str(diagnose(window))
+    assert "kv_cache_pressure" in str(one)
 
 
 def test_finding_text_names_kind_evidence_and_advice() -> None:

