@@ -14,15 +14,34 @@ What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
 `Histogram`; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
 `doctor`, `Diagnosis`, `Finding`, `Thresholds`, `slot_queue`). It imports the core, the providers and
 the telemetry Recorder, never the emulator or the bench. See ``docs/self-hosted.md``.
+
+The clients are imported on first use (PEP 562 ``__getattr__``), so the reader and the doctor
+(``latencykit doctor``) start without importing the OpenAI and Anthropic SDKs.
 """
 
 from __future__ import annotations
 
-from ._clients import VLLM, AsyncLlamaCpp, AsyncVLLM, LlamaCpp, anthropic_client, async_anthropic_client
+from typing import TYPE_CHECKING, Any
+
 from ._doctor import Doctor, adoctor, doctor, fetch_metrics, fetch_slots, metrics_url
 from ._findings import KINDS, Diagnosis, Finding, SlotQueue, Thresholds, diagnose, slot_queue
 from ._metrics import Histogram, Scrape, parse_metrics
 from ._window import MetricsWindow
+
+if TYPE_CHECKING:
+    from ._clients import VLLM, AsyncLlamaCpp, AsyncVLLM, LlamaCpp, anthropic_client, async_anthropic_client
+
+_CLIENTS = frozenset({"VLLM", "AsyncVLLM", "LlamaCpp", "AsyncLlamaCpp", "anthropic_client", "async_anthropic_client"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENTS:
+        from . import _clients
+
+        value = getattr(_clients, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "VLLM",
@@ -49,3 +68,7 @@ __all__ = [
     "Thresholds",
     "KINDS",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,21 +1,26 @@
 """``latencykit doctor --url URL [--watch]``: what limits a vLLM / llama.cpp server, on the terminal.
 
-One window (``--duration`` seconds of scrapes every ``--interval``) and its findings, or with
-``--watch`` a live rich display re-diagnosing a rolling window until Ctrl-C. Without client
-records the doctor judges the server's own metrics only (no client-vs-server TTFT, no "shared
-prefixes" evidence). Needs the ``vllm`` extra; the display uses rich (the ``bench`` extra) and
-falls back to plain text.
+One window (``--duration`` seconds of scrapes every ``--interval``; ``0``: one scrape, counters
+since start-up) and its findings, or with ``--watch`` a live rich display re-diagnosing a
+rolling window until Ctrl-C. The window is judged by `latencykit.vllm.doctor`, the function the
+Python API uses, so the same scrapes and records give the same findings. ``--records FILE``
+(JSON Lines from ``Recorder.to_jsonl``) adds the client's records; without them the doctor
+judges the server's own metrics only (no client-vs-server TTFT, no "shared prefixes"
+evidence). ``--json`` prints `Diagnosis.to_dict`. Needs the ``vllm`` extra; the display uses
+rich (the ``bench`` extra) and falls back to plain text.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import urllib.error
 from typing import Any
 
-from ._doctor import Doctor, server_root
+from ..telemetry._recorder import Recorder
+from ._doctor import Doctor, doctor, metrics_url, server_root
 from ._findings import Diagnosis
 
 __all__ = ["add_doctor", "render", "run_doctor"]
@@ -33,6 +38,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
 def _url(text: str) -> str:
     try:
         return server_root(text)
@@ -47,10 +62,12 @@ def add_doctor(sub: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )  # fmt: skip
     p.add_argument("--url", required=True, type=_url, help="the server, e.g. http://127.0.0.1:8000 (/v1 and /metrics accepted)")
-    p.add_argument("--duration", type=_seconds, default=5.0, help="seconds of scraping per window")
+    p.add_argument("--duration", type=_duration, default=5.0, help="seconds of scraping per window (0: one scrape, counters since start-up)")
     p.add_argument("--interval", type=_seconds, default=1.0, help="seconds between scrapes")
     p.add_argument("--model", default=None, help="only this model_name's series (default: all)")
     p.add_argument("--watch", action="store_true", help="keep scraping and re-diagnosing a rolling window until Ctrl-C")
+    p.add_argument("--records", default=None, metavar="FILE", help="the client's call records (JSON Lines from Recorder.to_jsonl) to judge with the metrics")
+    p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (one line per window with --watch)")
 
 
 def _number(value: Any) -> str:
@@ -79,7 +96,10 @@ def render(diagnosis: Diagnosis, url: str) -> Any:
     return Group(Panel(head, title=f"latencykit doctor — {url}"), *panels)
 
 
-def _print(diagnosis: Diagnosis, url: str) -> None:
+def _print(diagnosis: Diagnosis, url: str, as_json: bool = False) -> None:
+    if as_json:
+        print(json.dumps({"url": url, **diagnosis.to_dict()}, default=str), flush=True)
+        return
     try:
         from rich.console import Console
     except ImportError:
@@ -89,39 +109,48 @@ def _print(diagnosis: Diagnosis, url: str) -> None:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    """Run ``latencykit doctor``; returns the exit status (1 when the server cannot be scraped)."""
-    window = max(args.duration, args.interval)
-    doc = Doctor(args.url, model=args.model, window=window + args.interval)
+    """Run ``latencykit doctor``; returns the exit status (1 when the server cannot be scraped or
+    the records cannot be read)."""
+    page = metrics_url(args.url)
+    try:
+        records = Recorder.from_jsonl(args.records).calls if args.records else ()
+    except (OSError, ValueError) as exc:
+        print(f"latencykit: cannot read records {args.records}: {exc}", file=sys.stderr, flush=True)
+        return 1
     try:
         if not args.watch:
-            deadline = time.monotonic() + args.duration
-            doc.scrape()
-            while time.monotonic() < deadline:
-                time.sleep(min(args.interval, max(deadline - time.monotonic(), 0.0)))
-                doc.scrape()
-            _print(doc.diagnose(), args.url)
+            _print(doctor(args.url, duration=args.duration, interval=args.interval, records=records, model=args.model), args.url, args.json)
             return 0
-        return _watch(doc, args)
+        window = max(args.duration, args.interval) + args.interval
+        return _watch(Doctor(args.url, records=records, model=args.model, window=window), args)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        print(f"latencykit: cannot scrape {doc.url}: {reason}", file=sys.stderr, flush=True)
+        print(f"latencykit: cannot scrape {page}: {reason}", file=sys.stderr, flush=True)
         return 1
     except ValueError as exc:  # not a Prometheus page
-        print(f"latencykit: {doc.url} is not a metrics page: {exc}", file=sys.stderr, flush=True)
+        print(f"latencykit: {page} is not a metrics page: {exc}", file=sys.stderr, flush=True)
         return 1
 
 
 def _watch(doc: Doctor, args: argparse.Namespace) -> int:
-    try:
-        from rich.live import Live
-    except ImportError:
+    live: Any = None
+    if not args.json:
+        try:
+            from rich.live import Live as live
+        except ImportError:
+            pass
+    if live is None:  # JSON (one line per window) or plain text
         while True:
             doc.scrape()
-            print(doc.diagnose(), flush=True)
+            diagnosis = doc.diagnose()
+            if args.json:
+                _print(diagnosis, args.url, as_json=True)
+            else:
+                print(diagnosis, flush=True)
             time.sleep(args.interval)
     doc.scrape()
-    with Live(render(doc.diagnose(), args.url), refresh_per_second=4) as live:
+    with live(render(doc.diagnose(), args.url), refresh_per_second=4) as display:
         while True:
             time.sleep(args.interval)
             doc.scrape()
-            live.update(render(doc.diagnose(), args.url))
+            display.update(render(doc.diagnose(), args.url))

@@ -110,6 +110,11 @@ class Diagnosis:
     def __str__(self) -> str:
         return "\n".join(str(f) for f in self.findings)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly: ``findings`` (kind, title, evidence, advice), ``window``, ``client``."""
+        findings = [{"kind": f.kind, "title": f.title, "evidence": dict(f.evidence), "advice": f.advice} for f in self.findings]
+        return {"findings": findings, "window": dict(self.window), "client": dict(self.client)}
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
@@ -456,6 +461,21 @@ def diagnose(
             calls_contended=len(slots.contended), calls_waited_for_slot=len(slots.waited),
         )  # fmt: skip
     if not findings:
-        evidence = {k: summary[k] for k in ("kv_cache_usage_max", "waiting_max", "prefix_cache_hit_rate", "spec_accepted_per_step")}
-        findings = [Finding("healthy", "Nothing limits the server in this window", evidence, "No action needed.")]
+        findings = [_healthy(ev, summary)]
     return Diagnosis(tuple(findings), summary, client_view)
+
+
+def _healthy(ev: Evidence, summary: dict[str, Any]) -> Finding:
+    evidence = {k: summary[k] for k in ("kv_cache_usage_max", "waiting_max", "prefix_cache_hit_rate", "spec_accepted_per_step")}
+    advice = "No action needed."
+    enabled = ev.window.last.prefix_caching_enabled
+    if enabled is False and (ev.window.prefix_cache_queried_tokens or 0) > 0 and not ev.records:
+        # Only the client knows whether its calls resent a prefix; without its records, say what is unknown.
+        evidence["prefix_caching_enabled"] = False
+        advice = (
+            "No action needed for what the server's metrics show. Prefix caching is off: if your "
+            "calls share a prefix (system prompt, tools, documents), start vLLM with "
+            "--enable-prefix-caching. Only the client's records tell a shared prefix: pass them "
+            "(records=, or latencykit doctor --records FILE written by Recorder.to_jsonl)."
+        )
+    return Finding("healthy", "Nothing limits the server in this window", evidence, advice)
