@@ -28,7 +28,7 @@ def sent() -> list[dict[str, str]]:
 
 @pytest.fixture
 def cache() -> SemanticCache:
-    return SemanticCache(threshold=0.8)
+    return SemanticCache()
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ async def test_scope_isolation(sant: lk.AsyncAnthropic) -> None:
 
 async def test_scope_isolation_under_concurrency(emu: Emulator) -> None:
     """Concurrent tasks of eight tenants each get only their own tenant's answer."""
-    cache = SemanticCache(threshold=0.8)
+    cache = SemanticCache()
     client = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
 
     async def tenant(t: int) -> set[str]:
@@ -134,7 +134,7 @@ async def test_scope_isolation_under_concurrency(emu: Emulator) -> None:
 async def test_wrap_async(emu: Emulator) -> None:
     """lk.wrap(async client, semantic=...) answers from the cache too."""
     raw = openai.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0)
-    client = lk.wrap(raw, semantic=SemanticCache(threshold=0.8))
+    client = lk.wrap(raw, semantic=SemanticCache())
     await client.chat.completions.create(**chat_req(), extra_headers=T1)
     await client.chat.completions.create(**chat_req(REWORDED), extra_headers=T1)
     assert client.latency.cache_report().semantic_hits == 1
@@ -143,7 +143,7 @@ async def test_wrap_async(emu: Emulator) -> None:
 
 async def test_scope_alone_separates_identical_requests(emu: Emulator) -> None:
     """The same request under eight scopes, concurrently: only the scope that stored it hits."""
-    cache = SemanticCache(threshold=0.8)
+    cache = SemanticCache()
     client = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
     await client.messages.create(**ant_req(), extra_headers=semantic_cacheable("tenant-0"))
     await asyncio.gather(*(client.messages.create(**ant_req(REWORDED), extra_headers=semantic_cacheable(f"tenant-{t}")) for t in range(8)))

@@ -105,10 +105,10 @@ def test_redis_store_behind_a_client(emu: Emulator, redis_client: Any) -> None:
     store = RedisStore(redis_client, 384, prefix="lk-e2e:")
     store.clear()
     req = {"model": "claude-sonnet-5", "max_tokens": 32, "messages": [{"role": "user", "content": "What is the return policy?"}]}
-    one = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store, secret=secret, threshold=0.8))
-    two = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store, secret=secret, threshold=0.8))
+    one = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store, secret=secret))
+    two = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store, secret=secret))
     first = one.messages.create(**req, extra_headers=semantic_cacheable("t"))
-    again = two.messages.create(**{**req, "messages": [{"role": "user", "content": "what's the return policy"}]}, extra_headers=semantic_cacheable("t"))
+    again = two.messages.create(**{**req, "messages": [{"role": "user", "content": "what is the return policy"}]}, extra_headers=semantic_cacheable("t"))
     assert two.latency.last is not None and two.latency.last.semantic_hit is True
     assert again == first
     one.close()

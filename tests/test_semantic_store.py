@@ -165,7 +165,7 @@ def test_simhash_prefilter_matches_exact_scan() -> None:
 def test_persistence_round_trip(tmp_path: Path) -> None:
     """save() then load() in a fresh cache returns the same answers, TTL ages carried over."""
     clock = FakeClock()
-    cache = SemanticCache(secret=b"k" * 32, ttl=100, clock=clock)
+    cache = SemanticCache(secret=b"k" * 32, ttl=100, clock=clock, encrypt=False)  # the plain format (encrypted: test_semantic_guards)
     rng = np.random.default_rng(10)
     v = unit(rng, cache.store.dim)  # type: ignore[attr-defined]
     cache.store.add(("s", b"fp"), v, b"answer", {"api": "messages"})
@@ -176,7 +176,7 @@ def test_persistence_round_trip(tmp_path: Path) -> None:
         assert set(data.files) == {"vectors", "offsets", "payloads", "meta"}
         assert json.loads(bytes(data["meta"]))["entries"][0]["scope"] == "s"
     clock2 = FakeClock()
-    fresh = SemanticCache(secret=b"k" * 32, ttl=100, clock=clock2)
+    fresh = SemanticCache(secret=b"k" * 32, ttl=100, clock=clock2, encrypt=False)
     assert fresh.load(path) == 1
     hit = fresh.store.search(("s", b"fp"), v, 0.99)
     assert hit is not None and hit.payload == b"answer" and hit.meta == {"api": "messages"}
@@ -185,11 +185,12 @@ def test_persistence_round_trip(tmp_path: Path) -> None:
 
 
 def test_persistence_refuses_other_secret_and_random_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A file made with another secret is refused; saving with a per-process key is refused."""
-    cache = SemanticCache(secret=b"a" * 32)
-    cache.save(tmp_path / "c.npz")
-    with pytest.raises(ValueError, match="another fingerprint secret"):
-        SemanticCache(secret=b"b" * 32).load(tmp_path / "c.npz")
+    """A file made with another secret is refused (encrypted or not); saving with a per-process key is refused."""
+    for encrypt in (True, False):
+        cache = SemanticCache(secret=b"a" * 32, encrypt=encrypt)
+        cache.save(tmp_path / "c.npz")
+        with pytest.raises(ValueError, match="another fingerprint secret"):
+            SemanticCache(secret=b"b" * 32, encrypt=encrypt).load(tmp_path / "c.npz")
     monkeypatch.delenv("LATENCYKIT_CACHE_SECRET", raising=False)
     with pytest.raises(ValueError, match="secret"):
         SemanticCache().save(tmp_path / "d.npz")

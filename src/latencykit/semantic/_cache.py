@@ -4,6 +4,14 @@ The transport (``_transport.py``) asks `plan` for every request, embeds the quer
 itself (sync or async), then calls `lookup`; on a miss it hands the finished response body
 to `store`. A stored answer is the provider's complete response stream (SSE bytes, zlib-
 compressed), so a hit is parsed by the SDK itself into exactly the objects a miss yields.
+
+What a lookup searches is a partition ``(scope, key)``: the key is the keyed fingerprint of
+everything but the newest user message (``_request``), mixed — when a guard is on — with
+what that message must share exactly (``_guards``: its numbers; the embedder's
+``match_key``, the folded text for `HashedEmbedder`). So a guard holds by construction, in
+every store, and never costs a second-best answer. With encryption on (``_crypto``) the
+bytes handed to the store are AES-GCM sealed, bound to their partition; the scope is kept
+as a keyed digest; and a keyable embedder (`HashedEmbedder`) hashes with a secret key.
 """
 
 from __future__ import annotations
@@ -16,16 +24,18 @@ import threading
 import time
 import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
 from ..core._segments import Fingerprinter
+from . import _crypto
 from ._embedders import Embedder, HashedEmbedder, normalize_rows
+from ._guards import NUMBERS_VERSION, numbers
 from ._options import parse_mark
-from ._request import Ineligible, Pending, analyze, api_of
-from ._store import MemoryStore, StoreHit, VectorStore
+from ._request import Ineligible, Pending, Query, analyze, api_of
+from ._store import MemoryStore, Partition, StoreHit, VectorStore, write_atomic
 
 __all__ = ["SemanticCache", "SemanticStats", "Pending"]
 
@@ -36,6 +46,9 @@ _TERMINAL = {
     "chat.completions": (b"data: [DONE]", b"data:[DONE]"),
     "responses": (b"response.completed",),
 }
+_ENCRYPTION = "aes-256-gcm/1"
+_FILE_AAD = b"latencykit.semantic/file/2"
+_warned_readable = False
 _ERROR_EVENT = re.compile(
     rb'^(?:event:\s*(?:error|response\.failed|response\.incomplete)\s*$|data:\s*\{\s*"(?:error|type"\s*:\s*"error)")', re.MULTILINE
 )
@@ -71,11 +84,23 @@ class SemanticCache:
     is within ``threshold`` cosine similarity. Tool results and images make a call
     ineligible unless ``allow_tool_results`` / ``allow_images``.
 
-    ``embedder``: any `Embedder` (default `HashedEmbedder`); ``threshold``: cosine
+    ``embedder``: any `Embedder` (default `HashedEmbedder`, which matches only the folded
+    text: repeats that differ in case, punctuation or spacing); ``threshold``: cosine
     similarity for a hit (default: the embedder's ``default_threshold``); ``store``: a
     `VectorStore` (default `MemoryStore` bounded by ``max_entries``, ``max_bytes`` and
     ``ttl`` seconds); ``secret``: the fingerprint key (default ``$LATENCYKIT_CACHE_SECRET``,
     else random per process — `save` / `load` need a stable one).
+
+    ``match_numbers`` (default ``True``): a hit also needs the same numbers, in the same
+    order, in both questions (`_guards.numbers`: digits, amounts, dates, ids, number
+    words) — "size 43" never answers "size 44", whatever the similarity.
+
+    ``encrypt``: seal every stored answer with AES-256-GCM under a key derived from the
+    secret (and `save` the whole file so), keep scopes as keyed digests, key the hashed
+    embedder. ``None`` (default): on when a secret is configured (``secret=`` or
+    ``$LATENCYKIT_CACHE_SECRET`` — the cases where entries outlive the process or leave it:
+    `save`, a shared store) and ``cryptography`` is installed; ``True`` requires it
+    (``pip install "latencykit[encrypt]"``); ``False``: answers are kept as sent.
     """
 
     def __init__(
@@ -93,11 +118,17 @@ class SemanticCache:
         allow_images: bool = False,
         max_answer_bytes: int = 4 * 1024 * 1024,
         secret: Optional[bytes] = None,
+        match_numbers: bool = True,
+        encrypt: Optional[bool] = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.embedder: Embedder = embedder if embedder is not None else HashedEmbedder()
         if not callable(self.embedder):
             raise ValueError(f"embedder must be callable (texts -> matrix), got {embedder!r}")
+        if not isinstance(match_numbers, bool):
+            raise ValueError(f"match_numbers must be a bool, got {match_numbers!r}")
+        if encrypt is not None and not isinstance(encrypt, bool):
+            raise ValueError(f"encrypt must be True, False or None (on when a secret is configured), got {encrypt!r}")
         if threshold is None:
             threshold = float(getattr(self.embedder, "default_threshold", 0.9))
         if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0.0 < threshold <= 1.0:
@@ -116,6 +147,21 @@ class SemanticCache:
         self.max_answer_bytes = max_answer_bytes
         self._explicit_secret = secret is not None or bool(os.environ.get("LATENCYKIT_CACHE_SECRET"))
         self._fp = Fingerprinter(secret)
+        self.encrypt = self._encryption(encrypt)
+        """Whether stored answers (and saved files) are encrypted."""
+        self._sealer: Optional[_crypto.Sealer] = None
+        if self.encrypt:
+            self._sealer = _crypto.Sealer(self._key_material(), b"answer")
+            keyed = getattr(self.embedder, "keyed", None)
+            if callable(keyed):  # a hashed vector would give away its n-grams to a dictionary
+                self.embedder = keyed(self._fp.digest(b"semantic-embedder-key", size=32))
+        self.match_numbers = match_numbers
+        kind, key_of = getattr(self.embedder, "match_kind", None), getattr(self.embedder, "match_key", None)
+        self._match_key: Optional[Callable[[str], Optional[str]]] = key_of if isinstance(kind, str) and callable(key_of) else None
+        self.match = ";".join(
+            part for part, on in ((NUMBERS_VERSION, match_numbers), (str(kind), self._match_key is not None), (_ENCRYPTION, self.encrypt)) if on
+        )
+        """What a hit needs besides similarity (``"numbers/1;fold/1;aes-256-gcm/1"``; saved with the entries)."""
         if store is None:
             dim = getattr(self.embedder, "dim", None)
             if not isinstance(dim, int):
@@ -157,7 +203,22 @@ class SemanticCache:
         if isinstance(query, Ineligible):
             self._skip(query.reason)
             return None
-        return Pending(query, scope)
+        return Pending(self._guarded(query), self._store_scope(scope))
+
+    def _guarded(self, query: Query) -> Query:
+        """``query`` with what its text must share exactly mixed into its fingerprint (a keyed digest: no text kept)."""
+        exact: list[bytes] = []
+        if self.match_numbers:
+            exact.append("\x1f".join(numbers(query.text)).encode())
+        if self._match_key is not None:
+            exact.append((self._match_key(query.text) or "").encode())
+        if not exact:
+            return query
+        return replace(query, fingerprint=self._fp.digest(b"semantic-match", self.match.encode(), query.fingerprint, *exact))
+
+    def _store_scope(self, scope: str) -> str:
+        """The scope as the store keeps it: a keyed digest when encrypting (a tenant id can be personal data)."""
+        return "#" + self._fp.digest(b"semantic-scope", scope.encode()).hex() if self.encrypt else scope
 
     def embed(self, text: str) -> Any:
         """The normalized embedding of ``text`` (sync)."""
@@ -172,7 +233,10 @@ class SemanticCache:
 
     def lookup(self, pending: Pending) -> Optional[StoreHit]:
         """Search the pending request's partition; the hit (if any) is also kept on ``pending``."""
-        hit = self.store.search((pending.scope, pending.query.fingerprint), pending.vector, self.threshold)
+        partition = (pending.scope, pending.query.fingerprint)
+        hit = self.store.search(partition, pending.vector, self.threshold)
+        if hit is not None:
+            hit = self._opened(partition, hit)
         pending.hit = hit
         with self._lock:
             self._counts["lookups"] += 1
@@ -185,16 +249,32 @@ class SemanticCache:
         tail = body[-4096:]
         if not any(marker in tail for marker in _TERMINAL[api]) or _ERROR_EVENT.search(body):
             return False
+        partition = (pending.scope, pending.query.fingerprint)
         payload = zlib.compress(body, 1)
-        self.store.add((pending.scope, pending.query.fingerprint), pending.vector, payload, {"api": api})
+        if self._sealer is not None:
+            payload = self._sealer.seal(payload, _associated(partition))
+        self.store.add(partition, pending.vector, payload, {"api": api})
         with self._lock:
             self._counts["stored"] += 1
         return True
 
     @staticmethod
     def answer_bytes(hit: StoreHit) -> bytes:
-        """The response body of a hit, as the provider sent it."""
+        """The response body of a hit (as `lookup` returns it: opened), as the provider sent it."""
         return zlib.decompress(hit.payload)
+
+    def _opened(self, partition: Partition, hit: StoreHit) -> Optional[StoreHit]:
+        """``hit`` with its payload decrypted; ``None`` (a miss) for one that does not open here."""
+        if self._sealer is None:
+            if _crypto.is_sealed(hit.payload):
+                logger.warning("latencykit: an encrypted semantic cache entry met by a cache with encrypt=False; treated as a miss")
+                return None
+            return hit
+        try:
+            return StoreHit(self._sealer.open(hit.payload, _associated(partition)), hit.similarity, hit.meta)
+        except _crypto.SealError as exc:
+            logger.warning("latencykit: a semantic cache entry did not decrypt (%s); treated as a miss", exc)
+            return None
 
     def client_for(self, client: Any) -> Any:
         """The answer hook the clients call (`latencykit.core.AnswerHook`): the twin of latencykit
@@ -216,19 +296,58 @@ class SemanticCache:
 
     def clear(self, scope: Optional[str] = None) -> None:
         """Forget every stored answer, or those of one scope."""
-        self.store.clear(scope)
+        self.store.clear(None if scope is None else self._store_scope(scope))
 
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
-        """Persist a `MemoryStore` to ``path`` (npz + JSON, no pickle). Needs an explicit ``secret``
-        (or ``$LATENCYKIT_CACHE_SECRET``): with a per-process key the entries could never match again."""
+        """Persist a `MemoryStore` to ``path`` (npz + JSON, no pickle; AES-GCM sealed whole when
+        encrypting). Needs an explicit ``secret`` (or ``$LATENCYKIT_CACHE_SECRET``): with a
+        per-process key the entries could never match again."""
         store = self._memory_store("save")
         if not self._explicit_secret:
             raise ValueError("save() needs SemanticCache(secret=...) or $LATENCYKIT_CACHE_SECRET: fingerprints made with a random per-process key never match after a restart")
-        store.save(path, check=self._fp.digest(b"semantic-cache-file"))
+        data = store.dumps(check=self._fp.digest(b"semantic-cache-file"), match=self.match)
+        if self.encrypt:
+            data = self._file_sealer().seal(data, _FILE_AAD)
+        write_atomic(path, data)
 
     def load(self, path: Union[str, "os.PathLike[str]"]) -> int:
-        """Add the entries saved in ``path``; returns how many (expired ones are skipped)."""
-        return self._memory_store("load").load(path, check=self._fp.digest(b"semantic-cache-file"))
+        """Add the entries saved in ``path``; returns how many (expired ones are skipped).
+
+        Reads files of every version; refuses (``ValueError``) one made with another secret or
+        other guards (`match`), whose entries could never match here."""
+        store = self._memory_store("load")
+        name = repr(os.fspath(path))
+        with open(os.fspath(path), "rb") as f:
+            data = f.read()
+        if _crypto.is_sealed(data, _crypto.FILE_MAGIC):
+            try:
+                data = self._file_sealer().open(data, _FILE_AAD)
+            except _crypto.SealError:
+                raise ValueError(f"{name} was saved with another fingerprint secret, or is damaged: it does not decrypt") from None
+        return store.loads(data, check=self._fp.digest(b"semantic-cache-file"), match=self.match, name=name)
+
+    def _file_sealer(self) -> _crypto.Sealer:
+        return _crypto.Sealer(self._key_material(), b"file", _crypto.FILE_MAGIC)
+
+    def _key_material(self) -> bytes:
+        return self._fp.digest(b"semantic-encryption-key", size=32)
+
+    def _encryption(self, encrypt: Optional[bool]) -> bool:
+        if encrypt is not None:
+            return encrypt
+        if not self._explicit_secret:
+            return False  # the key dies with the process, and so do the entries
+        if _crypto.available():
+            return True
+        global _warned_readable
+        if not _warned_readable:
+            _warned_readable = True
+            logger.warning(
+                "latencykit: the semantic cache keeps stored answers readable (they may echo the system prompt): "
+                "%s to encrypt them, or SemanticCache(encrypt=False) to say so",
+                _crypto.INSTALL,
+            )
+        return False
 
     def _memory_store(self, what: str) -> MemoryStore:
         if not isinstance(self.store, MemoryStore):
@@ -241,7 +360,13 @@ class SemanticCache:
         return None
 
     def __repr__(self) -> str:
-        return f"<SemanticCache threshold={self.threshold} entries={len(self.store)}>"
+        return f"<SemanticCache threshold={self.threshold} match={self.match!r} entries={len(self.store)}>"
+
+
+def _associated(partition: Partition) -> bytes:
+    """Associated data of a sealed answer: the partition it belongs to, so it cannot be moved."""
+    scope = partition[0].encode()
+    return b"latencykit.semantic/answer/1" + len(scope).to_bytes(4, "big") + scope + partition[1]
 
 
 def embed_many(cache: SemanticCache, texts: Sequence[str]) -> Any:

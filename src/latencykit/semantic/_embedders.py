@@ -5,9 +5,14 @@ Any callable ``(Sequence[str]) -> array (n, dim)`` works; the classes here add `
 the same question for that model, measured by ``benchmarks/semantic.py``) and, where the
 backend has one, an async ``aembed``.
 
+An embedder may also say what two questions must share exactly: ``match_kind`` (a
+versioned name) and ``match_key(text)``; the cache mixes a keyed digest of that key into
+the partition it searches, so a hit needs equal keys whatever the cosine.
+
 - `HashedEmbedder`: hashed character n-grams and words, no model, deterministic across
   processes. Lexical: it finds rewordings that share words, not paraphrases in other
-  words, so its default threshold is high.
+  words, so by default (``exact=True``) it matches only the folded text: repeats that
+  differ in case, punctuation or spacing.
 - `OpenAIEmbedder`: the embeddings API, through the client the cache is attached to (or
   one you pass).
 - `SentenceTransformerEmbedder` / `FastEmbedEmbedder`: local models when those packages
@@ -25,6 +30,8 @@ from typing import Any, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+from ._guards import FOLD_VERSION, fold
 
 __all__ = [
     "Embedder",
@@ -66,27 +73,63 @@ class HashedEmbedder:
     4-grams (with boundary marks) and itself (weight ``word_weight``), each pair of adjacent
     words one feature, all with sublinear term frequency. BLAKE2b picks the bucket and the sign, so the vectors are the same in every
     process. About 20 µs per short question.
+
+    ``exact=True`` (the default): the cache answers only a question whose folded text
+    (`fold`: case, sentence punctuation and spacing folded; letters, digits and symbols
+    exact) equals the stored one's — "What is the return policy?" matches "what is the
+    return policy", never "... policy for size 44" from "... size 43", however long the
+    question. The cache mixes a keyed digest of the folded text into the partition a
+    lookup searches, and the vector is that of the folded text, so this holds by
+    construction, at any threshold. ``exact=False``: plain lexical similarity at the
+    threshold (rewordings that share most words; see ``default_threshold``).
+
+    ``key``: keys the bucket hash (BLAKE2b), so a stored vector does not give away which
+    n-grams it holds to someone without the key; the cache sets one derived from its
+    secret when it encrypts (`keyed`).
     """
 
     default_threshold = 0.97
-    """Near-verbatim repeats only (case, punctuation, spacing): on the project's paraphrase
-    set no threshold gives this lexical embedder a precision above 0.55, and near-misses
-    reach 0.966 ("convert Celsius to Fahrenheit" / "... Fahrenheit to Celsius")."""
+    """Used by ``exact=False`` only: on the project's paraphrase set no threshold gives this
+    lexical embedder a precision above 0.55, near-misses reach 0.966 ("convert Celsius to
+    Fahrenheit" / "... Fahrenheit to Celsius"), and a one-word change in a long question
+    reaches 0.98 — hence ``exact=True`` by default."""
 
-    def __init__(self, dim: int = 384, ngrams: Sequence[int] = (3, 4), word_weight: float = 2.0) -> None:
+    def __init__(
+        self, dim: int = 384, ngrams: Sequence[int] = (3, 4), word_weight: float = 2.0, *, exact: bool = True, key: Optional[bytes] = None
+    ) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 8:
             raise ValueError(f"dim must be an int >= 8, got {dim!r}")
         if not ngrams or any(not isinstance(n, int) or n < 1 for n in ngrams):
             raise ValueError(f"ngrams must be positive ints, got {ngrams!r}")
+        if key is not None and not (isinstance(key, bytes) and 16 <= len(key) <= 64):
+            raise ValueError(f"key must be 16 to 64 bytes or None, got {key!r}")
         self.dim = dim
         self.ngrams = tuple(ngrams)
         self.word_weight = float(word_weight)
+        self.exact = bool(exact)
+        self.key = key
         self._cache: dict[str, tuple[int, float]] = {}
+
+    @property
+    def match_kind(self) -> Optional[str]:
+        """What `match_key` returns (versioned), ``None`` when the embedder asks for no exact match."""
+        return FOLD_VERSION if self.exact else None
+
+    def match_key(self, text: str) -> Optional[str]:
+        """What two questions must share exactly for a hit: the folded text (``exact=True``), else ``None``."""
+        return fold(text) if self.exact else None
+
+    def keyed(self, key: bytes) -> "HashedEmbedder":
+        """This embedder with its bucket hash keyed by ``key`` (itself when it already has a key)."""
+        if self.key is not None:
+            return self
+        return HashedEmbedder(self.dim, self.ngrams, self.word_weight, exact=self.exact, key=key)
 
     def _slot(self, feature: str) -> tuple[int, float]:
         hit = self._cache.get(feature)
         if hit is None:
-            h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+            digest = hashlib.blake2b(feature.encode(), digest_size=8, key=self.key or b"").digest()
+            h = int.from_bytes(digest, "little")
             hit = (h % self.dim, 1.0 if (h >> 63) & 1 else -1.0)
             if len(self._cache) < 200_000:
                 self._cache[feature] = hit
@@ -111,7 +154,7 @@ class HashedEmbedder:
         """One unit row per text."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for feature, count in self._features(text).items():
+            for feature, count in self._features(fold(text) if self.exact else text).items():
                 slot, sign = self._slot(feature)
                 out[row, slot] += sign * (1.0 + math.log(count))
         return normalize_rows(out)

@@ -26,6 +26,7 @@ import math
 import os
 import threading
 import time
+import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
@@ -33,7 +34,7 @@ from typing import Any, Callable, Optional, Protocol, Union, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["VectorStore", "MemoryStore", "StoreHit", "Partition"]
+__all__ = ["VectorStore", "MemoryStore", "StoreHit", "Partition", "write_atomic"]
 
 Partition = tuple[str, bytes]
 """``(scope, request fingerprint)``: the unit a lookup searches."""
@@ -42,7 +43,8 @@ Vector = npt.NDArray[np.float32]
 _BITS = 256
 _WORDS = _BITS // 64
 _ENTRY_OVERHEAD = 200  # dict/OrderedDict slots, the entry object, per-row ids
-_FORMAT = "latencykit.semantic/1"
+_FORMAT = "latencykit.semantic/2"
+_READS = ("latencykit.semantic/1", "latencykit.semantic/2")  # /2 adds "match"
 _SAME = 0.9999  # cosine at which a new entry replaces a stored one
 
 
@@ -96,7 +98,7 @@ class _Part:
 
     __slots__ = ("vectors", "codes", "ids", "n")
 
-    def __init__(self, dim: int, capacity: int = 4) -> None:
+    def __init__(self, dim: int, capacity: int = 1) -> None:  # most partitions hold one question
         self.vectors = np.empty((capacity, dim), dtype=np.float32)
         self.codes = np.empty((_WORDS, capacity), dtype=np.uint64)
         self.ids = np.empty(capacity, dtype=np.int64)
@@ -252,13 +254,18 @@ class MemoryStore:
             return counts
 
     # -- persistence ------------------------------------------------------------------------
-    def save(self, path: Union[str, os.PathLike[str]], check: bytes = b"") -> None:
+    def save(self, path: Union[str, os.PathLike[str]], check: bytes = b"", match: str = "") -> None:
         """Write every live entry to ``path`` (``.npz``: arrays + JSON, no pickle), atomically.
 
         Ages, not clock readings, are stored, so TTLs carry over to another process.
-        ``check`` (a digest proving which fingerprint secret the entries were made with) is
-        stored and compared by `load`.
+        ``check`` (a digest proving which fingerprint secret the entries were made with) and
+        ``match`` (what besides similarity the entries' partitions require, e.g.
+        ``"numbers/1;fold/1"``) are stored and compared by `load`.
         """
+        write_atomic(path, self.dumps(check, match))
+
+    def dumps(self, check: bytes = b"", match: str = "") -> bytes:
+        """The bytes `save` writes."""
         with self._lock:
             now = self._clock()
             live = [e for e in self._entries.values() if not self._expired(e, now)]
@@ -269,32 +276,43 @@ class MemoryStore:
                 "format": _FORMAT,
                 "dim": self.dim,
                 "check": check.hex(),
+                "match": match,
                 "entries": [{"scope": e.partition[0], "fingerprint": e.partition[1].hex(), "age": now - e.created, "meta": e.meta} for e in live],
             }
         buf = io.BytesIO()
         np.savez(buf, vectors=vectors, offsets=offsets, payloads=blob, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
-        target = os.fspath(path)
-        tmp = f"{target}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(buf.getvalue())
-        os.replace(tmp, target)
+        return buf.getvalue()
 
-    def load(self, path: Union[str, os.PathLike[str]], check: bytes = b"") -> int:
+    def load(self, path: Union[str, os.PathLike[str]], check: bytes = b"", match: str = "") -> int:
         """Add the entries saved in ``path`` (those whose TTL has not passed); returns how many."""
-        with np.load(os.fspath(path), allow_pickle=False) as data:
-            meta = json.loads(bytes(data["meta"]).decode())
-            vectors = np.asarray(data["vectors"], dtype=np.float32)
-            offsets = np.asarray(data["offsets"], dtype=np.int64)
-            blob = bytes(data["payloads"])
-        if meta.get("format") != _FORMAT:
-            raise ValueError(f"{os.fspath(path)!r} is not a latencykit semantic cache file (format {meta.get('format')!r})")
+        with open(os.fspath(path), "rb") as f:
+            return self.loads(f.read(), check, match, name=repr(os.fspath(path)))
+
+    def loads(self, data: bytes, check: bytes = b"", match: str = "", *, name: str = "the data") -> int:
+        """Add the entries of `dumps` output ``data``; returns how many. Reads format /1 (no ``match``: ``""``) and /2."""
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+                meta = json.loads(bytes(arrays["meta"]).decode())
+                vectors = np.asarray(arrays["vectors"], dtype=np.float32)
+                offsets = np.asarray(arrays["offsets"], dtype=np.int64)
+                blob = bytes(arrays["payloads"])
+        except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{name} is not a latencykit semantic cache file ({exc})") from None
+        if meta.get("format") not in _READS:
+            raise ValueError(f"{name} is not a latencykit semantic cache file (format {meta.get('format')!r})")
         if meta.get("dim") != self.dim:
-            raise ValueError(f"{os.fspath(path)!r} holds {meta.get('dim')}-dimensional vectors, this store has dim={self.dim}")
+            raise ValueError(f"{name} holds {meta.get('dim')}-dimensional vectors, this store has dim={self.dim}")
         if meta.get("check") != check.hex():
-            raise ValueError(f"{os.fspath(path)!r} was saved with another fingerprint secret: its entries could never match")
+            raise ValueError(f"{name} was saved with another fingerprint secret: its entries could never match")
+        saved = meta.get("match", "")
+        if saved != match:
+            raise ValueError(
+                f"{name} holds entries made with {saved or 'no exact guards'!r}, this cache uses {match or 'no exact guards'!r}: "
+                "its entries could never match (load it into a SemanticCache with the same match_numbers, embedder and encrypt)"
+            )
         entries = meta["entries"]
         if vectors.shape != (len(entries), self.dim) or len(offsets) != len(entries) + 1:
-            raise ValueError(f"{os.fspath(path)!r} is inconsistent: {vectors.shape[0]} vectors for {len(entries)} entries")
+            raise ValueError(f"{name} is inconsistent: {vectors.shape[0]} vectors for {len(entries)} entries")
         loaded = 0
         with self._lock:
             now = self._clock()
@@ -365,6 +383,15 @@ class MemoryStore:
 
     def _expired(self, entry: _Entry, now: float) -> bool:
         return self.ttl is not None and now - entry.created >= self.ttl
+
+
+def write_atomic(path: Union[str, os.PathLike[str]], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    target = os.fspath(path)
+    tmp = f"{target}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, target)
 
 
 def _hamming_bound(threshold: float) -> int:
