@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, AsyncIterator
 
 import anthropic
@@ -15,9 +16,9 @@ from openai.types.responses import Response
 
 import latencykit as lk
 from latencykit.emulator import Emulator
-from latencykit.semantic import HEADER, SemanticCache, semantic_cacheable
+from latencykit.semantic import HEADER, HashedEmbedder, SemanticCache, semantic_cacheable
 
-from test_semantic_sync import ASK, REWORDED, SYSTEM, T1, T2, ant_req, chat_req, resp_req
+from test_semantic_sync import ASK, CANARIES, LEXICAL, LONG, REWORDED, SYSTEM, T1, T2, ant_req, chat_req, holds, resp_req
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ async def soai(emu: Emulator, cache: SemanticCache) -> AsyncIterator[lk.AsyncOpe
 
 
 async def test_anthropic_create_hit_is_a_message(sant: lk.AsyncAnthropic, sent: list[dict[str, str]]) -> None:
-    """A reworded question is answered from the cache with an equal Message, no request sent."""
+    """A repeat (case, punctuation) is answered from the cache with an equal Message, no request sent."""
     first = await sant.messages.create(**ant_req(), extra_headers=T1)
     again = await sant.messages.create(**ant_req(REWORDED), extra_headers=T1)
     rec = sant.latency.last
@@ -150,3 +151,59 @@ async def test_scope_alone_separates_identical_requests(emu: Emulator) -> None:
     hits = [r.semantic_hit for r in client.latency.calls[1:]]
     assert len(hits) == 8 and hits.count(True) == 1 and hits.count(False) == 7
     await client.close()
+
+
+async def test_lexical_mode_answers_rewordings(emu: Emulator) -> None:
+    """The default matches the folded text only; HashedEmbedder(exact=False) at 0.8 answers a rewording sharing most words."""
+    strict = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache())
+    loose = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(HashedEmbedder(exact=False), threshold=0.8))
+    for client, expected in ((strict, False), (loose, True)):
+        await client.messages.create(**ant_req(), extra_headers=T1)
+        await client.messages.create(**ant_req(LEXICAL), extra_headers=T1)
+        assert client.latency.last is not None and client.latency.last.semantic_hit is expected
+        await client.close()
+
+
+@pytest.mark.parametrize("embedder", [None, "lexical"])
+async def test_number_near_miss_is_never_answered(emu: Emulator, embedder: Any) -> None:
+    """A long question differing only in a number is a miss, however similar; a repeat of it is a hit."""
+    cache = SemanticCache() if embedder is None else SemanticCache(HashedEmbedder(exact=False), threshold=0.8)
+    ant = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+    oai = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=cache)
+    await ant.messages.create(**ant_req(LONG.format(43)), extra_headers=T1)
+    await ant.messages.create(**ant_req(LONG.format(44)), extra_headers=T1)
+    await oai.responses.create(**resp_req(LONG.format(43)), extra_headers=T1)
+    await oai.responses.create(**resp_req(LONG.format(44)), extra_headers=T1)
+    await ant.messages.create(**ant_req(LONG.format(44).upper()), extra_headers=T1)
+    assert [r.semantic_hit for r in ant.latency.calls] == [False, False, True]
+    assert [r.semantic_hit for r in oai.latency.calls] == [False, False]
+    await ant.close()
+    await oai.close()
+
+
+async def test_saved_cache_holds_no_canary_when_encrypted(emu: Emulator, tmp_path: Path) -> None:
+    """Async clients, encryption on (a secret is configured): the saved file holds none of the canaries; it loads and answers."""
+    secret = b"canary-secret-0123456789abcdef"
+    cache = SemanticCache(secret=secret)
+    assert cache.encrypt
+    oai = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=cache)
+    ant = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+    mark = semantic_cacheable(CANARIES["scope"])
+    question = f"What does {CANARIES['question']} mean for my order?"
+    sys_prompt = f"{SYSTEM} Internal note {CANARIES['system']}."
+    for text in (question, question.upper()):
+        await oai.responses.create(**resp_req(text, instructions=f"{SYSTEM} Internal note {CANARIES['instructions']}."), extra_headers=mark)
+        await oai.chat.completions.create(**chat_req(text, messages=[{"role": "system", "content": sys_prompt}, {"role": "user", "content": text}]), extra_headers=mark)
+        await ant.messages.create(**ant_req(text, system=sys_prompt), extra_headers=mark)
+    assert [r.semantic_hit for r in oai.latency.calls] == [False, False, True, True]
+    assert [r.semantic_hit for r in ant.latency.calls] == [False, True]
+    cache.save(tmp_path / "cache.npz")
+    blob = (tmp_path / "cache.npz").read_bytes()
+    assert [name for name, canary in CANARIES.items() if holds(blob, canary)] == []
+    fresh = SemanticCache(secret=secret)
+    assert fresh.load(tmp_path / "cache.npz") == 3
+    again = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=fresh)
+    await again.responses.create(**resp_req(question, instructions=f"{SYSTEM} Internal note {CANARIES['instructions']}."), extra_headers=mark)
+    assert again.latency.last is not None and again.latency.last.semantic_hit is True
+    for client in (oai, ant, again):
+        await client.close()

@@ -16,6 +16,8 @@ import latencykit as lk
 from latencykit.emulator import Emulator
 from latencykit.semantic import RedisStore, SemanticCache, semantic_cacheable
 
+from test_semantic_sync import CANARIES, canary_calls, holds
+
 redis = pytest.importorskip("redis")
 SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(SERVER is None, reason="redis-server not installed (bash .ci/semantic.sh)")
@@ -113,4 +115,45 @@ def test_redis_store_behind_a_client(emu: Emulator, redis_client: Any) -> None:
     assert again == first
     one.close()
     two.close()
+    store.clear()
+
+
+def _everything(redis_client: Any, prefix: str) -> bytes:
+    """Every key under ``prefix`` and every value it holds (hash fields and values, set members), concatenated."""
+    out: list[bytes] = []
+    for key in redis_client.scan_iter(match=f"{prefix}*"):
+        out.append(key)
+        kind = redis_client.type(key)
+        if kind == b"hash":
+            for field, value in redis_client.hgetall(key).items():
+                out += [field, value]
+        elif kind == b"set":
+            out += list(redis_client.smembers(key))
+    return b"\n".join(out)
+
+
+@pytest.mark.parametrize("encrypt", [True, False])
+def test_redis_holds_no_canary_when_encrypted(emu: Emulator, redis_client: Any, encrypt: bool) -> None:
+    """Two processes' caches sharing Redis with encryption on: no canary of instructions, system prompt, question or scope
+    in any key or value (raw, hex, compressed), and they still share answers. Unencrypted (the control) the echoed instructions are there."""
+    secret = b"redis-canary-secret-0123456789ab"
+    store = RedisStore(redis_client, 384, prefix="lk-canary:")
+    store.clear()
+    one = SemanticCache(store=store, secret=secret, encrypt=encrypt)
+    two = SemanticCache(store=store, secret=secret, encrypt=encrypt)
+    question = f"What does {CANARIES['question']} mean for my order?"
+    a_oai = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=one)
+    a_ant = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=one)
+    b_oai = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=two)
+    b_ant = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=two)
+    canary_calls(a_oai, a_ant, question)
+    canary_calls(b_oai, b_ant, question.lower())
+    assert [r.semantic_hit for r in b_oai.latency.calls + b_ant.latency.calls] == [True, True, True]
+    found = {name for name, canary in CANARIES.items() if holds(_everything(redis_client, "lk-canary:"), canary)}
+    if encrypt:
+        assert found == set()
+    else:
+        assert {"instructions", "scope"} <= found
+    for client in (a_oai, a_ant, b_oai, b_ant):
+        client.close()
     store.clear()

@@ -9,6 +9,8 @@ the return policy" does not, and the number guard. One test uses the lexical mod
 from __future__ import annotations
 
 import threading
+import zlib
+from pathlib import Path
 from typing import Any, Iterator
 
 import anthropic
@@ -21,7 +23,7 @@ from openai.types.responses import Response
 
 import latencykit as lk
 from latencykit.emulator import Emulator
-from latencykit.semantic import HEADER, SemanticCache, semantic_cacheable, semantic_skip
+from latencykit.semantic import HEADER, HashedEmbedder, SemanticCache, semantic_cacheable, semantic_skip
 
 ASK = "What is the return policy?"
 REWORDED = "what is the return policy"  # case and punctuation
@@ -317,3 +319,98 @@ def test_scope_alone_separates_identical_requests(emu: Emulator) -> None:
     assert len(hits) == 8 and hits.count(True) == 1 and hits.count(False) == 7  # tenant-0 hit; tenants 1-7 missed the same question
     assert cache.stats().hits == 1 and cache.stats().misses == 8
     client.close()
+
+
+def test_lexical_mode_answers_rewordings(emu: Emulator) -> None:
+    """The default matches the folded text only; HashedEmbedder(exact=False) at 0.8 answers a rewording sharing most words."""
+    strict = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache())
+    loose = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(HashedEmbedder(exact=False), threshold=0.8))
+    for client, expected in ((strict, False), (loose, True)):
+        client.messages.create(**ant_req(), extra_headers=T1)
+        client.messages.create(**ant_req(LEXICAL), extra_headers=T1)
+        assert client.latency.last is not None and client.latency.last.semantic_hit is expected
+        client.close()
+
+
+LONG = (
+    "I bought the trail running shoes from your winter collection last month and they fit well, but my brother would "
+    "like the same model, so do you still have them in size {} in the blue colour?"
+)  # 37 words: the lexical hashed embedder puts "size 43" / "size 44" at cosine 0.981
+
+
+@pytest.mark.parametrize("embedder", [None, "lexical"])
+def test_number_near_miss_is_never_answered(emu: Emulator, embedder: Any) -> None:
+    """A long question differing only in a number is a miss, however similar (default, and the lexical embedder at 0.8)."""
+    cache = SemanticCache() if embedder is None else SemanticCache(HashedEmbedder(exact=False), threshold=0.8)
+    ant = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+    oai = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=cache)
+    ant.messages.create(**ant_req(LONG.format(43)), extra_headers=T1)
+    ant.messages.create(**ant_req(LONG.format(44)), extra_headers=T1)
+    oai.chat.completions.create(**chat_req(LONG.format(43)), extra_headers=T1)
+    oai.chat.completions.create(**chat_req(LONG.format(44)), extra_headers=T1)
+    ant.messages.create(**ant_req(LONG.format(44).upper()), extra_headers=T1)  # a repeat of the second: a hit
+    assert [r.semantic_hit for r in ant.latency.calls] == [False, False, True]
+    assert [r.semantic_hit for r in oai.latency.calls] == [False, False]
+    ant.close()
+    oai.close()
+
+
+CANARIES = {
+    "instructions": "zq7-instructions-canary",
+    "system": "zq7-system-canary",
+    "question": "zq7-question-canary",
+    "scope": "zq7-scope-canary",
+}
+
+
+def holds(blob: bytes, needle: str) -> bool:
+    """Whether ``needle`` is in ``blob``: as UTF-8 or hex, or inside a zlib or raw-deflate stream starting at any offset."""
+    raw = needle.encode()
+    if raw in blob or raw.hex().encode() in blob:
+        return True
+    for i in range(len(blob)):
+        for wbits in (15, -15):
+            try:
+                if raw in zlib.decompressobj(wbits).decompress(blob[i:], 1 << 20):
+                    return True
+            except zlib.error:
+                pass
+    return False
+
+
+def canary_calls(oai: Any, ant: Any, question: str) -> None:
+    """A Responses, a Chat Completions and a Messages call carrying the canaries in instructions, system prompt, question, scope."""
+    mark = semantic_cacheable(CANARIES["scope"])
+    sys_prompt = f"{SYSTEM} Internal note {CANARIES['system']}."
+    oai.responses.create(**resp_req(question, instructions=f"{SYSTEM} Internal note {CANARIES['instructions']}."), extra_headers=mark)
+    oai.chat.completions.create(model="gpt-4o-mini", max_tokens=64, messages=[{"role": "system", "content": sys_prompt}, {"role": "user", "content": question}], extra_headers=mark)
+    ant.messages.create(**ant_req(question, system=sys_prompt), extra_headers=mark)
+
+
+@pytest.mark.parametrize("encrypt", [True, False])
+def test_saved_cache_holds_no_canary_when_encrypted(emu: Emulator, tmp_path: Path, encrypt: bool) -> None:
+    """Encrypted, a saved cache holds none of the canaries put in instructions, system prompt, question and scope,
+    in any form (raw, hex, compressed); it loads and answers again. Unencrypted (the control) the echoed instructions are there."""
+    question = f"What does {CANARIES['question']} mean for my order?"
+    cache = SemanticCache(secret=b"canary-secret-0123456789abcdef", encrypt=encrypt)
+    oai = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=cache)
+    ant = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=cache)
+    canary_calls(oai, ant, question)
+    canary_calls(oai, ant, question.lower())
+    assert [r.semantic_hit for r in oai.latency.calls] == [False, False, True, True]
+    assert [r.semantic_hit for r in ant.latency.calls] == [False, True]
+    cache.save(tmp_path / "cache.npz")
+    blob = (tmp_path / "cache.npz").read_bytes()
+    found = {name for name, canary in CANARIES.items() if holds(blob, canary)}
+    if encrypt:
+        assert found == set()
+    else:
+        assert {"instructions", "scope"} <= found  # the Responses answer echoes instructions; the scope is kept as given
+    fresh = SemanticCache(secret=b"canary-secret-0123456789abcdef", encrypt=encrypt)
+    assert fresh.load(tmp_path / "cache.npz") == 3
+    again = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=fresh)
+    sys_prompt = f"{SYSTEM} Internal note {CANARIES['system']}."
+    again.messages.create(**ant_req(question, system=sys_prompt), extra_headers=semantic_cacheable(CANARIES["scope"]))
+    assert again.latency.last is not None and again.latency.last.semantic_hit is True
+    for client in (oai, ant, again):
+        client.close()
