@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench.cli import register as add_bench
 
     add_bench(sub)
+    from .bench._experiment_cli import register as add_experiment
+
+    add_experiment(sub)
     return parser
 
 

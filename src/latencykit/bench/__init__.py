@@ -1,8 +1,9 @@
 """Traffic, demo and benchmark commands (the ``bench`` extra: emulator, rich, OTel SDK).
 
 Owns the traffic shapes, the load runner, run files (the model: ``_cell``, ``_run``) and their
-views (``_report``, ``_html``, ``_compare``), the demo, and the code still to come for
-server-strategy experiments and Ray placement, which goes in this package or above it.
+views (``_report``, ``_html``, ``_compare``), the demo, server-strategy experiments
+(``experiment``: ``_expfile``, ``_servers``, ``_quality``, ``_claims``, ``_experiment``, ``_exp_*``),
+and the code still to come for Ray placement, which goes in this package or above it.
 
 Layer: below the CLI only. May import every other layer; nothing in the library imports it.
 """
@@ -11,12 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BenchConfig", "BenchRun", "Cell", "GateResult", "demo_comparison", "gate_runs", "generate", "load_replay", "run_bench"]
+__all__ = [
+    "BenchConfig", "BenchRun", "Cell", "ExperimentFileError", "ExperimentRun", "GateResult", "demo_comparison",
+    "experiment", "gate_runs", "generate", "load_experiment", "load_replay", "run_bench",
+]  # fmt: skip
 
 _LAZY = {
     "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
     "GateResult": "._compare", "gate_runs": "._compare",
     "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic",
+    "experiment": "._experiment", "ExperimentRun": "._exp_run", "load_experiment": "._expfile",
+    "ExperimentFileError": "._expfile",
 }  # fmt: skip
 
 

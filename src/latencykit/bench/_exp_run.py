@@ -1,0 +1,299 @@
+"""`ExperimentRun`: what an experiment measured, the article's table built from it, and its run file.
+
+The run file is a bench run file (``latencykit-bench/2``): one cell per strategy and load level,
+labelled ``strategy=NAME`` (rounds merged exactly), so ``bench compare`` and ``bench merge``
+take it; ``config["experiment"]`` adds per strategy the cold starts, memory, server metrics,
+answers and quality, the claim, and any failure with its log tail.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from ._cell import BenchRun, Cell
+from ._claims import ClaimVerdict, judge_claim, parse_claim
+from ._compare import Comparison, compare_cells
+from ._quality import Answers, QualityResult
+from ._stats import parse_slo
+
+__all__ = ["ExperimentRun", "RoundResult", "Row", "StrategyResult", "TABLE_METRICS"]
+
+TABLE_METRICS = ("ttft:p50", "ttft:p95", "ttft:p99", "tpot:p50", "tpot:p99", "e2e:p99")
+"""The percentiles of the article's table, each with its speed-up against the baseline."""
+
+
+@dataclass
+class RoundResult:
+    """One start of one strategy's server: cold start, memory, how it stopped, or why it failed."""
+
+    round: int
+    port: Optional[int] = None
+    pid: Optional[int] = None
+    argv: Optional[list[str]] = None
+    log: Optional[str] = None
+    ready_s: Optional[float] = None
+    """Spawn → the ready path answered 200."""
+    first_token_s: Optional[float] = None
+    """Spawn → the first token of the first request."""
+    first_ttft_s: Optional[float] = None
+    """That first request's TTFT."""
+    warm_ttft_s: Optional[float] = None
+    """The same request's TTFT sent again after the traffic (median of 3)."""
+    rss_ready: Optional[int] = None
+    rss_peak: Optional[int] = None
+    processes: int = 0
+    gpu: Optional[list[dict[str, Optional[int]]]] = None
+    gpu_note: str = ""
+    metrics: Optional[dict[str, Any]] = None
+    """The server's ``/metrics`` over the traffic (`MetricsWindow.summary`), if a metrics path was given."""
+    stop: Optional[dict[str, Any]] = None
+    failed: Optional[str] = None
+    exit_code: Optional[int] = None
+    log_tail: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class StrategyResult:
+    """Everything measured for one strategy over all its rounds."""
+
+    name: str
+    description: str = ""
+    base_url: Optional[str] = None
+    rounds: list[RoundResult] = field(default_factory=list)
+    answers: Optional[Answers] = None
+    quality: Optional[QualityResult] = None
+    lossless: bool = False
+    claim: Optional[dict[str, Any]] = None
+
+    @property
+    def failed(self) -> Optional[str]:
+        """Why it failed (the first failed round), or ``None``."""
+        return next((r.failed for r in self.rounds if r.failed), None)
+
+    def _values(self, attr: str) -> list[float]:
+        return [v for r in self.rounds if (v := getattr(r, attr)) is not None]
+
+    def median(self, attr: str) -> Optional[float]:
+        """Median over the rounds of a `RoundResult` figure (``None`` if none)."""
+        xs = sorted(self._values(attr))
+        return None if not xs else xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+    def peak(self, attr: str) -> Optional[float]:
+        """Largest over the rounds."""
+        xs = self._values(attr)
+        return max(xs) if xs else None
+
+    def gpu_peak(self) -> Optional[list[int]]:
+        """Per device, the largest memory used by the server's processes (or on the device) over the rounds."""
+        per: dict[int, int] = {}
+        for r in self.rounds:
+            for i, d in enumerate(r.gpu or []):
+                v = d.get("server") if d.get("server") is not None else d.get("device_used")
+                if v is not None:
+                    per[i] = max(per.get(i, 0), v)
+        return [per[i] for i in sorted(per)] or None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict."""
+        return {"name": self.name, "description": self.description, "base_url": self.base_url,
+                "rounds": [r.to_dict() for r in self.rounds], "answers": None if self.answers is None else self.answers.to_dict(),
+                "quality": None if self.quality is None else self.quality.to_dict(), "lossless": self.lossless,
+                "claim": self.claim}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
+        """Inverse of `to_dict`."""
+        return cls(d["name"], d.get("description", ""), d.get("base_url"), [RoundResult(**r) for r in d.get("rounds", [])],
+                   None if d.get("answers") is None else Answers.from_dict(d["answers"]),
+                   None if d.get("quality") is None else QualityResult.from_dict(d["quality"]), bool(d.get("lossless")),
+                   d.get("claim"))  # fmt: skip
+
+
+@dataclass
+class Row:
+    """One strategy at one load level: the article's table row."""
+
+    strategy: StrategyResult
+    cell: Optional[Cell]
+    baseline: bool
+    comparisons: dict[str, Comparison]
+    claim: Optional[ClaimVerdict]
+    goodput: Optional[dict[str, Any]]
+    throughput: dict[str, Optional[float]]
+
+
+@dataclass
+class ExperimentRun:
+    """An experiment's results: the bench cells (one per strategy and level) and each strategy's extras."""
+
+    bench: BenchRun
+    strategies: list[StrategyResult]
+    spec: dict[str, Any]
+    """The experiment file as read, plus ``baseline``, ``slo``, ``order`` and ``interrupted``."""
+
+    @property
+    def baseline(self) -> str:
+        """The baseline strategy's name."""
+        return str(self.spec["baseline"])
+
+    @property
+    def emulated(self) -> bool:
+        """Whether the servers were the emulator (every latency is then emulated)."""
+        return self.bench.emulated or self.spec.get("target") == "emulator"
+
+    @property
+    def failed(self) -> list[StrategyResult]:
+        """Strategies with a failed round."""
+        return [s for s in self.strategies if s.failed]
+
+    def result(self, name: str) -> StrategyResult:
+        """The strategy called ``name``."""
+        return next(s for s in self.strategies if s.name == name)
+
+    def cells(self, name: str) -> list[Cell]:
+        """The strategy's cells, one per load level."""
+        return [c for c in self.bench.cells if c.labels.get("strategy") == name]
+
+    def slo(self) -> Any:
+        """The SLO of the table's goodput column: the file's first, else the bench's chat preset."""
+        from ._cell import SLO_PRESETS
+
+        slos = self.spec.get("slo") or []
+        return parse_slo(slos[0]) if slos else SLO_PRESETS[0]
+
+    def rows(self) -> list[Row]:
+        """Per strategy (baseline first) and level: percentiles with speed-ups, throughput, goodput, claim."""
+        base_cells = {c.level: c for c in self.cells(self.baseline)}
+        slo = self.slo()
+        out = []
+        for s in sorted(self.strategies, key=lambda s: s.name != self.baseline):
+            cells: list[Optional[Cell]] = list(self.cells(s.name)) or [None]
+            for cell in cells:
+                base = base_cells.get(cell.level) if cell is not None else None
+                comps: dict[str, Comparison] = {}
+                claim = None
+                if cell is not None and base is not None:
+                    metrics = list(TABLE_METRICS)
+                    if s.claim and s.claim["metric"] not in metrics:
+                        metrics.append(s.claim["metric"])
+                    comps = {f"{c.metric}:{c.pct}": c for c in compare_cells(base, cell, metrics, s.name)}
+                if s.claim:
+                    c = parse_claim(s.claim["text"], s.claim["metric"])
+                    claim = judge_claim(c, comps.get(c.metric) if s.name != self.baseline else None)
+                good = cell.goodput([slo])[0] if cell is not None else None
+                out.append(Row(s, cell, s.name == self.baseline, comps, claim, good, cell.throughput() if cell else {}))
+        return out
+
+    def findings(self) -> list[str]:
+        """Lines worth printing: failures, lossless strategies that drifted, claims missed, nondeterminism, ports."""
+        out = []
+        for s in self.strategies:
+            if s.failed:
+                code = next((r.exit_code for r in s.rounds if r.failed), None)
+                out.append(f"{s.name} FAILED: {s.failed}" + (f" (exit code {code})" if code is not None else ""))
+            q = s.quality
+            if s.lossless and q is not None and q.exact_match is not None and q.exact_match < 1.0:
+                d = q.diverged[0] if q.diverged else {}
+                out.append(f"{s.name} is lossless in principle, yet {round((1 - q.exact_match) * q.n)} of {q.n} answers differ "
+                           f"from the baseline's (first at prompt {d.get('prompt')}, token {d.get('at')}): a finding")  # fmt: skip
+            if s.answers is not None and s.answers.deterministic is False:
+                out.append(f"{s.name}: the same prompt at temperature 0 got two different answers — the server is not "
+                           "deterministic, so its drift figures carry that noise")  # fmt: skip
+            for r in s.rounds:
+                if r.stop and not r.stop.get("port_free", True):
+                    out.append(f"{s.name} round {r.round + 1}: port {r.port} still taken after the server stopped")
+                if r.stop and r.stop.get("left"):
+                    out.append(f"{s.name} round {r.round + 1}: processes {r.stop['left']} outlived the stop")
+        for row in self.rows():
+            v = row.claim
+            if v is not None and v.status == "outside" and v.measured is not None and v.measured < v.claim.low:
+                out.append(f"{row.strategy.name}: measured {v.measured:.2f}× against a claimed {v.claim} — below the claim "
+                           "beyond noise: look for the bottleneck elsewhere (the article's §3.2: client, network, CPU "
+                           "pre-processing, or a server that is not memory-bound here)")  # fmt: skip
+        return out
+
+    # -- views ---------------------------------------------------------------------------------
+    def report(self, console: Any = None) -> None:
+        """Print the article's table and the findings (rich)."""
+        from ._exp_report import print_experiment
+
+        print_experiment(self, console)
+
+    def to_html(self) -> str:
+        """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars."""
+        from ._exp_html import render_experiment
+
+        return render_experiment(self)
+
+    def _repr_html_(self) -> str:
+        from ._exp_html import render_experiment
+
+        return render_experiment(self, standalone=False)
+
+    def __repr__(self) -> str:
+        ok = len(self.strategies) - len(self.failed)
+        return f"<ExperimentRun {'EMULATED ' if self.emulated else ''}{self.spec.get('name')!r}: {ok} of {len(self.strategies)} strategies ran>"
+
+    # -- run file ------------------------------------------------------------------------------
+    def to_bench(self) -> BenchRun:
+        """The bench run with ``config["experiment"]`` (what `save` writes)."""
+        config = dict(self.bench.config)
+        config["experiment"] = {**self.spec, "strategies": [s.to_dict() for s in self.strategies]}
+        return BenchRun(config, self.bench.env, self.bench.cells)
+
+    def save(self, path: Union[str, Path]) -> Path:
+        """Write the run file."""
+        return self.to_bench().save(path)
+
+    @classmethod
+    def from_bench(cls, run: BenchRun) -> "ExperimentRun":
+        """The experiment in a bench run file; ``ValueError`` if it holds none."""
+        exp = run.config.get("experiment")
+        if not isinstance(exp, dict):
+            raise ValueError("not an experiment run file (no config.experiment)")
+        spec = {k: v for k, v in exp.items() if k != "strategies"}
+        return cls(run, [StrategyResult.from_dict(s) for s in exp.get("strategies", [])], spec)
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> "ExperimentRun":
+        """Read an experiment run file."""
+        return cls.from_bench(BenchRun.load(path))
+
+    def summary(self) -> dict[str, Any]:
+        """The table as plain data (one dict per row), for scripts and docs."""
+        rows = []
+        for r in self.rows():
+            s, c = r.strategy, r.cell
+            q = s.quality
+            rows.append({
+                "strategy": s.name, "level": None if c is None else c.level, "baseline": r.baseline, "failed": s.failed,
+                **{m: None if c is None else c.value(*_mq(m)) for m in TABLE_METRICS},
+                **{f"{m} speedup": (r.comparisons[m].speedup if m in r.comparisons else None) for m in TABLE_METRICS},
+                **{f"{m} significant": (r.comparisons[m].significant if m in r.comparisons else None) for m in TABLE_METRICS},
+                "completed_rps": r.throughput.get("completed_rps"), "output_tps": r.throughput.get("output_tps"),
+                "goodput": r.goodput, "ready_s": s.median("ready_s"), "first_token_s": s.median("first_token_s"),
+                "first_ttft_s": s.median("first_ttft_s"), "warm_ttft_s": s.median("warm_ttft_s"),
+                "rss_peak": s.peak("rss_peak"), "gpu_peak": s.gpu_peak(),
+                "exact_match": None if q is None else q.exact_match, "prefix_agreement": None if q is None else q.prefix_agreement,
+                "edit_agreement": None if q is None else q.edit_agreement, "score": None if q is None else q.score,
+                "claim": None if r.claim is None else r.claim.to_dict(),
+            })  # fmt: skip
+        return {"name": self.spec.get("name"), "baseline": self.baseline, "emulated": self.emulated, "rows": rows}
+
+    def to_json(self) -> str:
+        """`summary` as JSON."""
+        return json.dumps(self.summary(), indent=1, default=str)
+
+
+def _mq(m: str) -> tuple[str, float]:
+    from ._compare import parse_metric
+
+    metric, q, _ = parse_metric(m)
+    return metric, q
