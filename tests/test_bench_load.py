@@ -80,7 +80,7 @@ def test_ramp_spreads_the_slots_and_health_skips_the_warmup() -> None:
     """`ramp` starts the closed loop's slots evenly over that many seconds, in one process and across
     workers (slot j of worker w at global slot j·workers + w); the client's health (CPU, loop lag, GC)
     starts when the last warm-up request has finished, and GC pauses are reported."""
-    from latencykit.bench._run import _slot_delays
+    from latencykit.bench._workers import _slot_delays
 
     fast = asdict(IDEAL_TIMING) | {"time_scale": 0.2, "output_tokens": 5}  # 40 ms TTFT, E2E ~ 48 ms
     run = run_bench(BenchConfig(requests=16, concurrency=(4,), timing=fast, exact_output=False, warmup=4, ramp=0.4))

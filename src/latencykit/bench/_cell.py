@@ -2,8 +2,10 @@
 
 A cell keeps every request's sample (JSON-friendly dicts) and one mergeable sketch per
 `SKETCHED` metric, so run files from several workers or machines merge exactly
-(`BenchRun.merge`): samples concatenate, sketches add bucket by bucket, counts add, and the
-measurement window spans them all (wall-clock, so machines need synchronized clocks).
+(`BenchRun.merge`): samples concatenate, sketches add bucket by bucket, counts add, each run
+stays a part whose rates are computed over its own windows and then added (`_rates`). Only
+runs of the same traffic, target, model and server timing merge, and cells of the same
+strategy and load (`_merge`), unless forced.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 from ..telemetry._sketch import PercentileSketch
 from ..telemetry._slo import BATCH_E2E, CHAT_TTFT, CODE_COMPLETION_TTFT, SLO
 from ._load import SKETCHED, CellResult, new_sketches
+from ._merge import load_differences, overlap_note, run_differences
+from ._rates import add_rates, part_rates
 from ._stats import Pct, percentiles
 
 __all__ = ["BenchRun", "Cell", "FORMAT", "READABLE", "SLO_PRESETS"]
@@ -47,6 +51,12 @@ class Cell:
     server: Optional[dict[str, Any]] = None
     """Emulator chunk lateness (seconds) when the target is the emulator."""
     warnings: list[str] = field(default_factory=list)
+    schedule: Optional[dict[str, Any]] = None
+    """Open loop: the schedule drawn, ``{"arrivals": n, "window_s": T}`` (see `latencykit.bench._rates`)."""
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    """Set by `merge`: one entry per merged run (``schedule``, ``window``); its samples carry ``part``."""
+    partial: Optional[dict[str, Any]] = None
+    """Set when the cell was interrupted (Ctrl-C): ``{"reason", "cut"}`` (requests in flight, not measured)."""
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -61,7 +71,10 @@ class Cell:
         load = self.load
         if load.get("mode") == "open":
             rate = load.get("rate")
-            head = f"rate={rate:g}/s" if rate else "recorded times"
+            if load.get("arrivals") == "recorded":  # --rate is a speed factor of the recorded times here
+                head = "recorded times" + (f" ×{rate:g}" if rate and rate != 1 else "")
+            else:
+                head = f"rate={rate:g}/s"
             return head + (f" c<={load['concurrency']}" if load.get("concurrency") else "")
         return f"c={load.get('concurrency')}"
 
@@ -82,6 +95,9 @@ class Cell:
         self.unsent_waits.extend(result.unsent_waits)
         self._widen(result.window)
         self.health.append(result.health)
+        if result.interrupted:
+            cut = (self.partial or {}).get("cut", 0) + result.cut
+            self.partial = {"reason": "interrupted (Ctrl-C)", "cut": cut}
 
     def _widen(self, window: Sequence[Optional[float]]) -> None:
         a, b = window
@@ -89,10 +105,16 @@ class Cell:
         self.window = [a if lo is None else lo if a is None else min(lo, a), b if hi is None else hi if b is None else max(hi, b)]
 
     def merge(self, other: "Cell") -> None:
-        """Add another cell's requests (same key): exact for the sketches."""
+        """Add another run's cell (same key and load): sketches exact, one `parts` entry per run, rates add."""
         if other.key != self.key:
             raise ValueError(f"cannot merge cell {other.key!r} into {self.key!r}")
-        self.samples.extend(other.samples)
+        if not self.parts:
+            self.parts = [self._part()]
+            for s in self.samples:
+                s.setdefault("part", 0)
+        shift = len(self.parts)
+        self.parts.extend(dict(p) for p in (other.parts or [other._part()]))
+        self.samples.extend({**s, "part": shift + int(s.get("part", 0))} for s in other.samples)
         for m in SKETCHED:
             self.sketches[m].merge(other.sketches[m])
             self.control[m].merge(other.control[m])
@@ -103,6 +125,12 @@ class Cell:
         if other.server is not None:
             self.server = self.server or other.server
         self.warnings.extend(w for w in other.warnings if w not in self.warnings)
+        if other.partial is not None:
+            self.partial = {"reason": other.partial.get("reason", "partial"),
+                            "cut": (self.partial or {}).get("cut", 0) + int(other.partial.get("cut", 0))}  # fmt: skip
+
+    def _part(self) -> dict[str, Any]:
+        return {"schedule": self.schedule, "window": list(self.window)}
 
     # -- derived figures ----------------------------------------------------------------------
     @property
@@ -124,29 +152,24 @@ class Cell:
         a, b = self.window
         return None if a is None or b is None or b <= a else b - a
 
-    def throughput(self) -> dict[str, Optional[float]]:
-        """Offered and achieved rates, completed requests and output tokens per second."""
-        meas = self.measured
-        done = [s for s in meas if s["outcome"] == "completed"]
-        w = self.window_s
-        sends = sorted(s["sent"] for s in meas)
-        span = sends[-1] - sends[0] if len(sends) > 1 else None
-        return {
-            "offered_rps": self.load.get("rate") if self.load.get("mode") == "open" else None,
-            "sent_rps": (len(sends) - 1) / span if span else None,
-            "completed_rps": len(done) / w if w else None,
-            "output_tps": sum(s["out_tok"] or 0 for s in done) / w if w else None,
-        }
+    def throughput(self, slos: Sequence[SLO] = ()) -> dict[str, Any]:
+        """Offered (nominal), drawn, sent and completed requests/s, output tokens/s, and good requests/s per SLO
+        in ``slos`` (``good_rps``), over the windows `latencykit.bench._rates` defines; merged runs' rates add."""
+        rate = self.load.get("rate") if self.load.get("mode") == "open" and self.load.get("arrivals") != "recorded" else None
+        groups: dict[int, list[dict[str, Any]]] = {}
+        for s in self.samples:
+            groups.setdefault(int(s.get("part", 0)), []).append(s)
+        parts = self.parts or [self._part()]
+        return add_rates([part_rates(groups.get(i, []), p.get("schedule"), rate, [_good(groups.get(i, []), slo) for slo in slos])
+                          for i, p in enumerate(parts)])  # fmt: skip
 
     def goodput(self, slos: Iterable[SLO] = SLO_PRESETS) -> list[dict[str, Any]]:
         """Per SLO: share of measured requests meeting it (latency from the intended send) and good requests/s."""
+        objectives = list(slos)
         meas = self.measured
-        w = self.window_s
-        out = []
-        for slo in slos:
-            good = sum(1 for s in meas if s["outcome"] == "completed" and s.get(slo.metric) is not None and s[slo.metric] <= slo.threshold)
-            out.append({"slo": slo.label, "attainment": good / len(meas) if meas else None, "good_rps": good / w if w else None})
-        return out
+        rates = self.throughput(objectives)["good_rps"]
+        return [{"slo": slo.label, "attainment": _good(meas, slo) / len(meas) if meas else None, "good_rps": r}
+                for slo, r in zip(objectives, rates)]  # fmt: skip
 
     def split(self, key: str) -> dict[str, PercentileSketch]:
         """Headline TTFT sketched per group: ``key="cache"`` (hit / miss / unreported) or ``"cold"`` (cold / warm)."""
@@ -233,6 +256,7 @@ class Cell:
             "unsent_waits": self.unsent_waits, "window": self.window, "health": self.health, "server": self.server,
             "warnings": self.warnings, "sketches": {m: s.to_dict() for m, s in self.sketches.items()},
             "control": {m: s.to_dict() for m, s in self.control.items() if s.count},
+            "schedule": self.schedule, "parts": self.parts, "partial": self.partial,
             "samples": self.samples,
         }  # fmt: skip
 
@@ -245,7 +269,7 @@ class Cell:
         sketches.update({m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()})
         return cls(dict(d["strategy"]), dict(d["labels"]), dict(d["load"]), list(d["samples"]), sketches, control,
                    int(d["scheduled"]), list(d["unsent_waits"]), list(d["window"]), list(d["health"]), d.get("server"),
-                   list(d.get("warnings", [])))  # fmt: skip
+                   list(d.get("warnings", [])), d.get("schedule"), list(d.get("parts") or []), d.get("partial"))  # fmt: skip
 
 
 @dataclass
@@ -255,6 +279,8 @@ class BenchRun:
     config: dict[str, Any]
     env: dict[str, Any]
     cells: list[Cell]
+    partial: Optional[str] = None
+    """Why the run is incomplete (``"interrupted (Ctrl-C) ..."``), or ``None``: a partial run holds what was measured."""
 
     @property
     def emulated(self) -> bool:
@@ -272,7 +298,10 @@ class BenchRun:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly state."""
-        return {"format": FORMAT, "config": self.config, "env": self.env, "cells": [c.to_dict() for c in self.cells]}
+        out = {"format": FORMAT, "config": self.config, "env": self.env, "cells": [c.to_dict() for c in self.cells]}
+        if self.partial is not None:
+            out["partial"] = self.partial
+        return out
 
     def save(self, path: Union[str, Path]) -> Path:
         """Write the run file (JSON)."""
@@ -285,7 +314,7 @@ class BenchRun:
         """Inverse of `to_dict`; ``ValueError`` for another format."""
         if not isinstance(d, dict) or d.get("format") not in READABLE:
             raise ValueError(f"not a latencykit bench run file (format {d.get('format') if isinstance(d, dict) else None!r}, expected one of {READABLE})")
-        return cls(dict(d["config"]), dict(d["env"]), [Cell.from_dict(c) for c in d["cells"]])
+        return cls(dict(d["config"]), dict(d["env"]), [Cell.from_dict(c) for c in d["cells"]], d.get("partial"))
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "BenchRun":
@@ -300,20 +329,42 @@ class BenchRun:
             raise ValueError(f"{path}: {exc}") from None
 
     @classmethod
-    def merge(cls, runs: Sequence["BenchRun"]) -> "BenchRun":
-        """One run holding every request of ``runs`` (cells with equal keys merge exactly)."""
+    def merge(cls, runs: Sequence["BenchRun"], *, force: bool = False, names: Optional[Sequence[str]] = None) -> "BenchRun":
+        """One run holding every request of ``runs``, which ran side by side (workers, machines): cells with equal
+        keys merge exactly and their rates add. ``ValueError`` names what differs when the runs measured different
+        things (`latencykit.bench._merge`); ``force=True`` merges them anyway and records it (``config["forced"]``)."""
         if not runs:
             raise ValueError("nothing to merge")
+        names = list(names) if names is not None else [f"run {i + 1}" for i in range(len(runs))]
         first = runs[0]
-        out = cls(dict(first.config), dict(first.env), [Cell.from_dict(c.to_dict()) for c in first.cells])
-        out.config["merged_from"] = len(runs)
-        for run in runs[1:]:
+        problems: list[str] = []
+        for name, run in zip(names[1:], runs[1:]):
+            diff = run_differences(first.config, run.config)
+            if diff:
+                problems.append(f"{name} differs from {names[0]}: " + "; ".join(diff))
+        out = cls(dict(first.config), dict(first.env), [Cell.from_dict(c.to_dict()) for c in first.cells], first.partial)
+        out.config["merged_from"] = sum(int(r.config.get("merged_from", 1)) for r in runs)
+        for name, run in zip(names[1:], runs[1:]):
             for cell in run.cells:
                 mine = next((c for c in out.cells if c.key == cell.key), None)
                 if mine is None:
                     out.cells.append(Cell.from_dict(cell.to_dict()))
-                else:
-                    mine.merge(cell)
+                    continue
+                diff = load_differences(mine.load, cell.load)
+                if diff:
+                    problems.append(f"{name}: cell {cell.key} has another load (" + "; ".join(diff) + ")")
+                mine.merge(cell)
+            if run.partial is not None:
+                out.partial = "; ".join(p for p in (out.partial, f"{name}: {run.partial}") if p)
+        if problems and not force:
+            raise ValueError("these runs do not belong together: " + " | ".join(problems)
+                             + " (--force merges them anyway, marked as forced)")  # fmt: skip
+        if problems:
+            out.config["forced"] = problems
+        for cell in out.cells:
+            note = overlap_note([p.get("window") or (None, None) for p in cell.parts])
+            if note and note not in cell.warnings:
+                cell.warnings.append(note)
         return out
 
     def report(self, console: Any = None) -> None:
@@ -340,6 +391,12 @@ class BenchRun:
             p50, p99 = c.value("ttft", 0.5), c.value("ttft", 0.99)
             head += f", first {c.key}: ttft p50 {_ms(p50)} p99 {_ms(p99)} ms"
         return f"<BenchRun {'EMULATED ' if self.emulated else ''}{head}>"
+
+
+def _good(samples: Iterable[dict[str, Any]], slo: SLO) -> int:
+    """Measured requests that completed within the SLO's threshold."""
+    return sum(1 for s in samples if not s["warmup"] and s.get("client") != "thin" and s["outcome"] == "completed"
+               and s.get(slo.metric) is not None and s[slo.metric] <= slo.threshold)  # fmt: skip
 
 
 def _ms(v: Optional[float]) -> str:

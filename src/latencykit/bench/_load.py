@@ -120,6 +120,10 @@ class CellResult:
     """Wall-clock (``time.time()``) first measured send and last measured completion."""
     control: dict[str, PercentileSketch]
     """Sketches of the interleaved thin-reader control requests."""
+    interrupted: bool = False
+    """Cancelled part-way (Ctrl-C): what had finished is kept, the rest is counted in ``cut``."""
+    cut: int = 0
+    """Requests in flight when the cell was interrupted (not measured)."""
 
 
 SKETCHED = ("ttft", "ttft_service", "tpot", "itl_token", "itl_chunk", "e2e", "e2e_service", "queue")
@@ -139,9 +143,10 @@ def _load_average() -> Optional[float]:
 
 
 class _State:
-    __slots__ = ("in_flight", "max_in_flight", "last_idle", "first", "last", "warm_left")
+    __slots__ = ("in_flight", "max_in_flight", "last_idle", "first", "last", "warm_left", "started")
 
     def __init__(self) -> None:
+        self.started = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.last_idle: Optional[float] = None
@@ -239,6 +244,7 @@ async def run_cell(
 
     async def one(req: TrafficRequest, t_sched: float) -> None:
         cold = []
+        state.started += 1
         state.in_flight += 1
         if state.in_flight > state.max_in_flight:
             state.max_in_flight = state.in_flight
@@ -302,60 +308,74 @@ async def run_cell(
         gc_pauses.pauses.clear()
 
     state.warm_left = sum(1 for r in requests if r.index < spec.warmup)
-    monitor.start()
-    gc.callbacks.append(gc_pauses)
-    scheduled = 0
-    try:
-        if not spec.open_loop:
-            assert spec.concurrency is not None
-            delay = start - _clock()
+    tasks: list[asyncio.Future[None]] = []
+    counts = {"scheduled": 0}
+
+    async def closed_loop() -> None:
+        assert spec.concurrency is not None
+        delay = start - _clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if state.warm_left == 0:
+            measured_from()
+        n = spec.concurrency
+        delays = list(slot_delays) if slot_delays is not None else [spec.ramp * i / n for i in range(n)]
+        pending = iter(requests[n:])  # slot i begins with request i (a ramp must not hand it to an early slot)
+
+        async def slot(i: int, begin: float) -> None:
+            if begin > 0:
+                await asyncio.sleep(max(start + begin - _clock(), 0.0))
+            for req in itertools.chain(requests[i : i + 1], pending):
+                if cutoff is not None and _clock() >= cutoff:
+                    return
+                await one(req, _clock())
+
+        tasks.extend(asyncio.ensure_future(slot(i, d)) for i, d in enumerate(delays[:n]))
+        await asyncio.gather(*tasks)
+
+    async def open_loop() -> None:
+        assert offsets is not None
+        sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+        if state.warm_left == 0:
+            measured_from()
+
+        async def arrival(req: TrafficRequest, t_sched: float) -> None:
+            if sem is None:
+                await one(req, t_sched)
+                return
+            async with sem:
+                if cutoff is not None and _clock() >= cutoff:
+                    unsent.append(cutoff - t_sched)
+                    return
+                await one(req, t_sched)
+
+        for req, off in zip(requests, offsets):
+            if spec.duration is not None and off >= spec.duration:
+                break
+            due = start + off
+            delay = due - _clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if state.warm_left == 0:
-                measured_from()
-            n = spec.concurrency
-            delays = list(slot_delays) if slot_delays is not None else [spec.ramp * i / n for i in range(n)]
-            pending = iter(requests[n:])  # slot i begins with request i (a ramp must not hand it to an early slot)
+            dispatch_late.add(max(_clock() - due, 0.0))
+            tasks.append(asyncio.ensure_future(arrival(req, due)))
+            counts["scheduled"] += 1
+        await asyncio.gather(*tasks)
 
-            async def slot(i: int, begin: float) -> None:
-                if begin > 0:
-                    await asyncio.sleep(max(start + begin - _clock(), 0.0))
-                for req in itertools.chain(requests[i : i + 1], pending):
-                    if cutoff is not None and _clock() >= cutoff:
-                        return
-                    await one(req, _clock())
-
-            scheduled = len(requests)
-            await asyncio.gather(*(slot(i, d) for i, d in enumerate(delays[:n])))
-            scheduled = len(samples)
-        else:
-            assert offsets is not None
-            sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
-            if state.warm_left == 0:
-                measured_from()
-
-            async def arrival(req: TrafficRequest, t_sched: float) -> None:
-                if sem is None:
-                    await one(req, t_sched)
-                    return
-                async with sem:
-                    if cutoff is not None and _clock() >= cutoff:
-                        unsent.append(cutoff - t_sched)
-                        return
-                    await one(req, t_sched)
-
-            tasks = []
-            for req, off in zip(requests, offsets):
-                if spec.duration is not None and off >= spec.duration:
-                    break
-                due = start + off
-                delay = due - _clock()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                dispatch_late.add(max(_clock() - due, 0.0))
-                tasks.append(asyncio.ensure_future(arrival(req, due)))
-                scheduled += 1
-            await asyncio.gather(*tasks)
+    monitor.start()
+    gc.callbacks.append(gc_pauses)
+    interrupted, cut = False, 0
+    try:
+        await (open_loop() if spec.open_loop else closed_loop())
+    except asyncio.CancelledError:
+        # Ctrl-C (asyncio.run cancels its main task): keep what finished; what was in flight is cut.
+        interrupted = True
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        cut = state.started - len(samples)
+        uncancel = getattr(asyncio.current_task(), "uncancel", None)
+        if uncancel is not None:  # Python >= 3.11: asyncio.run then returns this partial result
+            uncancel()
     finally:
         await monitor.stop()
         gc.callbacks.remove(gc_pauses)
@@ -371,4 +391,5 @@ async def run_cell(
     }  # fmt: skip
     first, last = state.first, state.last
     window = (None if first is None else first + wall_offset, None if last is None else last + wall_offset)
-    return CellResult(samples, sketches, health, scheduled, unsent, window, control_sketches)
+    scheduled = counts["scheduled"] if spec.open_loop else len(samples)
+    return CellResult(samples, sketches, health, scheduled, unsent, window, control_sketches, interrupted, cut)

@@ -1,19 +1,24 @@
-"""The terminal report (rich): per cell the headline table, throughput, goodput, cache and
-cold splits, errors, the client's health and warnings; then the strategy comparison."""
+"""The report of a run: per cell the headline table, throughput, goodput, cache and cold splits,
+errors, the client's health and warnings; then the strategy comparison against its named baseline.
+
+Built once as `Grid` and `Line` blocks (`report_blocks`), printed by rich on a terminal
+(`print_report`), or rendered as Markdown (`report_markdown`) or JSON (`report_json`) for
+``latencykit bench --format``. A confidence interval is printed with its estimate's precision.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from ._cell import BenchRun, Cell
 from ._compare import Comparison, ErrorComparison, strategy_table
+from ._grid import Grid, Line, make_console, markdown
 from ._stats import QUANTILES, Pct, parse_slo, percentiles
 
-__all__ = ["METRIC_NAMES", "error_table", "print_comparison", "print_report"]
+__all__ = [
+    "METRIC_NAMES", "baseline_name", "comparison_grid", "error_grid", "ms", "pct_text", "print_report", "rate",
+    "report_blocks", "report_json", "report_markdown",
+]  # fmt: skip
 
 METRIC_NAMES = {
     "ttft": "TTFT",
@@ -33,94 +38,60 @@ LEGEND = (
 
 
 def ms(v: Optional[float], digits: int = 1) -> str:
-    """Seconds as milliseconds text."""
+    """Seconds as milliseconds text (``-`` for no value)."""
     return "-" if v is None else f"{v * 1000:,.{digits}f}"
 
 
-def _cell_pct(p: Pct, ci: bool) -> str:
+def pct_text(p: Pct, ci: bool) -> str:
+    """``6.8 [6.7–6.9]``: the estimate and its 95 % interval at the same precision; ``~`` when n is too small."""
     text = ms(p.value)
     if ci and p.value is not None:
-        text += f" [{ms(p.lo, 0)}–{ms(p.hi, 0)}]"
+        text += f" [{ms(p.lo)}–{ms(p.hi)}]"
     return text if p.reliable or p.value is None else "~" + text
 
 
-def metrics_table(cell: Cell, title: str) -> Table:
-    """Metric × P50/P90/P95/P99/P99.9 (ms, 95 % CI for P50 and P99; ~ = too few samples)."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("metric")
-    table.add_column("n", justify="right")
-    for name in ("p50 ms", "p90", "p95", "p99", "p99.9", "max"):
-        table.add_column(name, justify="right")
+def rate(v: Optional[float], unit: str = "req/s") -> str:
+    """A rate with sensible digits (``2.00``, ``16.3``, ``1,839``), never ``-``-padded: ``None`` gives ``n/a``."""
+    if v is None:
+        return "n/a"
+    digits = 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2
+    return f"{v:,.{digits}f} {unit}"
+
+
+def metrics_grid(cell: Cell, title: str) -> Grid:
+    """Metric × P50/P90/P95/P99/P99.9/max (ms, 95 % CI for P50 and P99; ~ = too few samples)."""
+    grid = Grid(title, ("metric", "n", "p50 ms", "p90", "p95", "p99", "p99.9", "max"), right=frozenset(range(1, 8)))
     for metric, name in METRIC_NAMES.items():
         sk = cell.sketches[metric]
         if not sk.count:
             continue
         ps = percentiles(sk)
-        row = [_cell_pct(ps[q], q in (0.5, 0.99)) for q in QUANTILES]
-        table.add_row(name, f"{sk.count:,}", *row, ms(sk.max))
-    return table
+        grid.rows.append((name, f"{sk.count:,}", *(pct_text(ps[q], q in (0.5, 0.99)) for q in QUANTILES), ms(sk.max)))
+    return grid
 
 
-def _rate(v: Optional[float], unit: str = "req/s") -> str:
-    return "-" if v is None else f"{v:,.1f} {unit}"
-
-
-def print_cell(cell: Cell, console: Console, emulated: bool, slos: Sequence[str] = ()) -> None:
-    """One cell's block."""
-    tag = "EMULATED " if emulated else ""
-    console.print(metrics_table(cell, f"{tag}{cell.key}"))
-    console.print(f"[dim]{LEGEND}[/dim]")
+def throughput_line(cell: Cell) -> str:
+    """Offered / drawn / sent / completed rates and the request counts, each over its window (`_rates`)."""
     tp = cell.throughput()
-    meas = cell.measured
-    sent = len(cell.samples)
+    load = cell.load
+    parts = []
+    if load.get("mode") == "open":
+        sched = cell.schedule or {}
+        drawn = (f"{sched.get('arrivals')} arrivals drawn over {sched.get('window_s') or 0:.1f} s = {rate(tp['drawn_rps'])}"
+                 if sched else "")  # fmt: skip
+        if load.get("arrivals") == "recorded":
+            speed = load.get("rate") or 1
+            parts.append(f"offered the recorded times at {speed:g}× speed" + (f" ({drawn})" if drawn else ""))
+        else:
+            parts.append(f"offered {rate(tp['offered_rps'])}" + (f" ({drawn})" if drawn else ""))
+        parts.append(f"sent {rate(tp['sent_rps'])}")
+    parts.append(f"completed {rate(tp['completed_rps'])}")
+    parts.append(rate(tp["output_tps"], "output tok/s"))
     thin_n = sum(1 for s in cell.samples if s.get("client") == "thin")
-    console.print(
-        f"throughput: offered {_rate(tp['offered_rps'])}, sent {_rate(tp['sent_rps'])}, completed "
-        f"{_rate(tp['completed_rps'])}, {_rate(tp['output_tps'], 'output tok/s')}; scheduled {cell.scheduled}, "
-        f"sent {sent}{f' ({thin_n} by the thin control)' if thin_n else ''}, [bold]unsent {len(cell.unsent_waits)}[/bold], warm-up excluded "
-        f"{sum(1 for s in cell.samples if s['warmup'])}, window {cell.window_s or 0:.1f} s"
-    )
-    objectives = [*cell_slos(slos)]
-    good = cell.goodput(objectives) if objectives else cell.goodput()
-    console.print("goodput: " + "; ".join(
-        f"{g['slo']}: {(g['attainment'] or 0) * 100:.0f}% ({_rate(g['good_rps'])})" for g in good))  # fmt: skip
-    for key, title in (("cache", "TTFT by cache"), ("cold", "TTFT cold vs warm")):
-        groups = cell.split(key)
-        if len(groups) > 1 or key == "cache" and "hit" in groups:
-            parts = []
-            for g, sk in sorted(groups.items()):
-                p = percentiles(sk, [0.5, 0.99])
-                parts.append(f"{g} n={sk.count} p50 {ms(p[0.5].value)} / p99 {ms(p[0.99].value)} ms")
-            console.print(f"{title}: " + "; ".join(parts))
-    verdicts = cell.verdicts()
-    if verdicts:
-        console.print("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
-    console.print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {len(meas)})")
-    if cell.no_data:
-        console.print(f"[bold red]{escape(cell.no_data)}[/bold red]", highlight=False)
-    elif cell.first_error:
-        console.print(f"first error: {escape(cell.first_error)}", highlight=False)
-    for h in cell.health:
-        console.print(_health_line(cell, h))
-    thin = cell.control["ttft_service"]
-    if thin.count:
-        mine, ctl = cell.value("ttft_service", 0.5), thin.quantile(0.5)
-        diff = None if mine is None or ctl is None else mine - ctl
-        console.print(f"client overhead: TTFT p50 {ms(mine)} ms through the client vs {ms(ctl)} ms for the thin reader "
-                      f"(n={thin.count}, interleaved): {'+' if (diff or 0) >= 0 else ''}{ms(diff)} ms")  # fmt: skip
-    if cell.server:
-        f, later = cell.server.get("first", {}), cell.server.get("later", {})
-        console.print(f"server (emulator): chunks left late by p99 {ms(f.get('p99'))} ms (first) / "
-                      f"{ms(later.get('p99'))} ms (later) against their deadlines")  # fmt: skip
-    for w in cell.warnings:
-        console.print(f"[bold yellow]warning[/bold yellow] {w}")
-
-
-def _health_line(cell: Cell, h: dict[str, Any]) -> str:
-    who = f" worker {cell.health.index(h)}:" if len(cell.health) > 1 else ":"
-    return (f"client{who} {h['cpu_s']:.1f} s CPU over {h['wall_s']:.1f} s ({h['cores'] or 0:.2f} cores), event-loop lag "
-            f"p50 {ms(h['loop_lag_p50'])} / p99 {ms(h['loop_lag_p99'])} ms, dispatcher late p99 "
-            f"{ms(h['dispatch_late_p99'])} ms, max in flight {h['max_in_flight']}")  # fmt: skip
+    counts = (f"scheduled {cell.scheduled}, sent {len(cell.samples)}{f' ({thin_n} by the thin control)' if thin_n else ''}, "
+              f"unsent {len(cell.unsent_waits)}, warm-up excluded {sum(1 for s in cell.samples if s['warmup'])}, "
+              f"window {tp['window_s'] or 0:.1f} s")  # fmt: skip
+    return "throughput: " + ", ".join(parts) + "; " + counts
 
 
 def cell_slos(texts: Sequence[str]) -> list[Any]:
@@ -130,53 +101,166 @@ def cell_slos(texts: Sequence[str]) -> list[Any]:
     return [*SLO_PRESETS, *(parse_slo(t) for t in texts)] if texts else list(SLO_PRESETS)
 
 
-def comparison_table(rows: Sequence[Comparison], title: str, base_name: str = "baseline") -> Table:
+def split_text(cell: Cell, key: str) -> Optional[str]:
+    """``hit n=6 p50 … / p99 … ms; miss …`` for ``key`` ``"cache"`` or ``"cold"``, or ``None`` when not split."""
+    groups = cell.split(key)
+    if not (len(groups) > 1 or key == "cache" and "hit" in groups):
+        return None
+    parts = []
+    for g, sk in sorted(groups.items()):
+        p = percentiles(sk, [0.5, 0.99])
+        parts.append(f"{g} n={sk.count} p50 {ms(p[0.5].value)} / p99 {ms(p[0.99].value)} ms")
+    return "; ".join(parts)
+
+
+def health_text(cell: Cell, h: dict[str, Any]) -> str:
+    """One client process's CPU, event-loop lag, dispatcher lateness (open loop only) and peak in flight."""
+    who = f" worker {cell.health.index(h)}:" if len(cell.health) > 1 else ":"
+    late = h.get("dispatch_late_p99")
+    dispatch = f", dispatcher late p99 {ms(late)} ms" if late is not None else ""
+    return (f"client{who} {h['cpu_s']:.1f} s CPU over {h['wall_s']:.1f} s ({h['cores'] or 0:.2f} cores), event-loop lag "
+            f"p50 {ms(h['loop_lag_p50'])} / p99 {ms(h['loop_lag_p99'])} ms{dispatch}, max in flight {h['max_in_flight']}")  # fmt: skip
+
+
+def partial_text(cell: Cell, total: Optional[int]) -> Optional[str]:
+    """``PARTIAL: interrupted (Ctrl-C): 34 of 200 requests finished, 2 in flight cut`` or ``None``."""
+    if cell.partial is None:
+        return None
+    cut = cell.partial.get("cut") or 0
+    of = f" of {total}" if total else ""
+    return f"PARTIAL: {cell.partial.get('reason', 'partial')}: {len(cell.samples)}{of} requests finished" + (
+        f", {cut} in flight cut (not measured)" if cut else "")
+
+
+def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Optional[int] = None) -> list[Any]:
+    """One cell's blocks."""
+    tag = "EMULATED " if emulated else ""
+    out: list[Any] = [metrics_grid(cell, f"{tag}{cell.key}" + (" — PARTIAL" if cell.partial else "")), Line(LEGEND, "dim")]
+    partial = partial_text(cell, total)
+    if partial:
+        out.append(Line(partial, "error"))
+    out.append(Line(throughput_line(cell)))
+    good = cell.goodput(cell_slos(slos))
+    out.append(Line("goodput: " + "; ".join(f"{g['slo']}: {(g['attainment'] or 0) * 100:.0f}% ({rate(g['good_rps'])})" for g in good)))
+    for key, title in (("cache", "TTFT by cache"), ("cold", "TTFT cold vs warm")):
+        text = split_text(cell, key)
+        if text:
+            out.append(Line(f"{title}: {text}"))
+    verdicts = cell.verdicts()
+    if verdicts:
+        out.append(Line("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))))
+    n = len(cell.measured)
+    if n:
+        out.append(Line("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {n} measured)"))
+    if cell.no_data:
+        out.append(Line(cell.no_data, "error"))
+    elif cell.first_error:
+        out.append(Line(f"first error: {cell.first_error}"))
+    out += [Line(health_text(cell, h)) for h in cell.health]
+    thin = cell.control["ttft_service"]
+    if thin.count:
+        mine, ctl = cell.value("ttft_service", 0.5), thin.quantile(0.5)
+        diff = None if mine is None or ctl is None else mine - ctl
+        out.append(Line(f"client overhead: TTFT p50 {ms(mine)} ms through the client vs {ms(ctl)} ms for the thin reader "
+                        f"(n={thin.count}, interleaved): {'+' if (diff or 0) >= 0 else ''}{ms(diff)} ms"))  # fmt: skip
+    if cell.server:
+        f, later = cell.server.get("first", {}), cell.server.get("later", {})
+        if f.get("p99") is not None or later.get("p99") is not None:
+            out.append(Line(f"server (emulator): chunks left late by p99 {ms(f.get('p99'))} ms (first) / "
+                            f"{ms(later.get('p99'))} ms (later) against their deadlines"))  # fmt: skip
+    out += [Line(w, "warning") for w in cell.warnings]
+    return out
+
+
+def comparison_grid(rows: Sequence[Comparison], title: str, base_name: str = "baseline") -> Grid:
     """Base vs new per metric percentile, with change, speed-up and significance."""
-    table = Table(title=title, title_justify="left")
-    for name, right in (("cell", False), ("metric", False), (f"{base_name} ms [CI]", True), ("new ms [CI]", True),
-                        ("change", True), ("speed-up", True), ("beyond noise", False)):  # fmt: skip
-        table.add_column(name, justify="right" if right else "left")
+    grid = Grid(title, ("cell", "metric", f"{base_name} ms [CI]", "new ms [CI]", "change", "speed-up", "beyond noise"),
+                right=frozenset({2, 3, 4, 5}))  # fmt: skip
     for c in rows:
-        change = "-" if c.change is None else f"{c.change * 100:+.1f}%"
-        speed = "-" if c.speedup is None else f"{c.speedup:.2f}×"
-        table.add_row(c.cell, f"{c.metric} {c.pct}", _cell_pct(c.base, True), _cell_pct(c.new, True), change, speed,
-                      "yes" if c.significant else "no")  # fmt: skip
-    return table
+        change = "n/a" if c.change is None else f"{c.change * 100:+.1f}%"
+        speed = "n/a" if c.speedup is None else f"{c.speedup:.2f}×"
+        grid.rows.append((c.cell, f"{c.metric} {c.pct}", pct_text(c.base, True), pct_text(c.new, True), change, speed,
+                          "yes" if c.significant else "no"))  # fmt: skip
+    return grid
 
 
-def error_table(rows: Sequence[ErrorComparison], title: str, base_name: str = "baseline") -> Table:
+def error_grid(rows: Sequence[ErrorComparison], title: str, base_name: str = "baseline") -> Grid:
     """Failed requests per cell, base vs new: counts, shares, the rise in points and its one-sided p-value."""
-    table = Table(title=title, title_justify="left")
-    for name, right in (("cell", False), (f"{base_name} failed", True), ("new failed", True), ("change", True),
-                        ("p (higher)", True)):  # fmt: skip
-        table.add_column(name, justify="right" if right else "left")
+    grid = Grid(title, ("cell", f"{base_name} failed", "new failed", "change", "p (higher)"), right=frozenset({1, 2, 3, 4}))
 
     def share(failed: int, n: int) -> str:
         return f"{failed} of {n}" + (f" ({failed / n * 100:.1f}%)" if n else "")
 
     for e in rows:
-        change = "-" if e.increase is None else f"{e.increase * 100:+.1f} pts"
-        table.add_row(e.cell, share(e.base_failed, e.base_n), share(e.new_failed, e.new_n), change, f"{e.p_value:.2g}")
-    return table
+        change = "n/a" if e.increase is None else f"{e.increase * 100:+.1f} pts"
+        grid.rows.append((e.cell, share(e.base_failed, e.base_n), share(e.new_failed, e.new_n), change, f"{e.p_value:.2g}"))
+    return grid
 
 
-def print_comparison(rows: Sequence[Comparison], console: Console, title: str) -> None:
-    """Print a comparison table."""
-    console.print(comparison_table(rows, title))
+def baseline_name(run: BenchRun) -> str:
+    """The baseline cell(s) of the strategy comparison: the first strategy measured at each load level."""
+    firsts: dict[str, Cell] = {}
+    for c in run.cells:
+        firsts.setdefault(c.level, c)
+    return " / ".join(dict.fromkeys(c.label for c in firsts.values()))
 
 
-def print_report(run: BenchRun, console: Optional[Console] = None) -> None:
-    """The whole report for a run."""
-    console = console or Console()
+def header_text(run: BenchRun) -> str:
+    """The run's first line: emulated or measured, target, traffic and how many requests per cell."""
     cfg = run.config
     target = cfg.get("target", {})
-    head = "[bold]EMULATED[/bold] latencies (latencykit emulator, seeded timing model)" if run.emulated else "measured latencies"
-    console.print(f"latencykit bench — {head}; target {target.get('kind')} ({target.get('api')} API, model "
-                  f"{target.get('model')}); traffic {cfg.get('traffic')} ×{cfg.get('requests')} seed {cfg.get('seed')}; "
-                  f"workers {cfg.get('workers')}")  # fmt: skip
+    head = "EMULATED latencies (latencykit emulator, seeded timing model)" if run.emulated else "measured latencies"
+    n = cfg.get("request_count", cfg.get("requests"))
+    traffic = f"replay of {cfg.get('replay')}" if cfg.get("traffic") == "replay" else cfg.get("traffic")
+    text = (f"latencykit bench — {head}; target {target.get('kind')} ({target.get('api')} API, model {target.get('model')}); "
+            f"traffic {traffic} ×{n} per cell, seed {cfg.get('seed')}; workers {cfg.get('workers')}")  # fmt: skip
+    if cfg.get("forced"):
+        text += "; FORCED MERGE of runs that differ: " + " | ".join(cfg["forced"])
+    return text
+
+
+def report_blocks(run: BenchRun) -> list[Any]:
+    """The whole report as `Grid` / `Line` blocks."""
+    cfg = run.config
+    out: list[Any] = [Line(header_text(run), "strong")]
+    if run.partial:
+        out.append(Line(f"PARTIAL RUN: {run.partial}", "error"))
+    total = cfg.get("request_count", cfg.get("requests"))
     for cell in run.cells:
-        print_cell(cell, console, run.emulated, cfg.get("slos") or ())
+        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total)
     rows = strategy_table(run)
     if rows:
-        print_comparison(rows, console, "strategy comparison (each against the first strategy at its load level)"
-                         + (" — EMULATED" if run.emulated else ""))  # fmt: skip
+        out.append(comparison_grid(rows, f"strategy comparison: each cell against the baseline cell '{baseline_name(run)}' "
+                                         "at its load level" + (" — EMULATED" if run.emulated else ""), "baseline"))  # fmt: skip
+    return out
+
+
+def print_report(run: BenchRun, console: Optional[Any] = None) -> None:
+    """The whole report for a run, on a rich console (full width when not a terminal: `make_console`)."""
+    console = console or make_console()
+    for block in report_blocks(run):
+        if isinstance(block, Grid):
+            console.print(block.rich())
+        else:
+            console.print(block.rich(), highlight=False)
+
+
+def report_markdown(run: BenchRun) -> str:
+    """The report as Markdown (``--format markdown``)."""
+    return markdown(report_blocks(run))
+
+
+def report_json(run: BenchRun) -> dict[str, Any]:
+    """The report's figures as JSON-friendly data (``--format json``): per cell the summary (seconds), rates,
+    goodput, outcomes, cache verdicts and warnings; the strategy comparison with its baseline."""
+    cfg = run.config
+    cells = []
+    for c in run.cells:
+        cells.append({
+            "key": c.key, "label": c.label, "level": c.level, "partial": c.partial, "summary": c.summary(),
+            "throughput": c.throughput(), "goodput": c.goodput(cell_slos(cfg.get("slos") or ())), "outcomes": c.outcomes(),
+            "cache_verdicts": c.verdicts(), "warnings": c.warnings, "no_data": c.no_data, "schedule": c.schedule,
+        })  # fmt: skip
+    rows = strategy_table(run)
+    return {"emulated": run.emulated, "partial": run.partial, "header": header_text(run), "cells": cells,
+            "comparison": {"baseline": baseline_name(run), "rows": [r.to_dict() for r in rows]} if rows else None}  # fmt: skip

@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 
 from ._traffic import TrafficRequest
 
-__all__ = ["TARGETS", "Observed", "TargetSpec", "anthropic_body", "openai_body", "resolve_target"]
+__all__ = ["TARGETS", "Observed", "TargetSpec", "anthropic_body", "is_emulator", "openai_body", "resolve_target"]
 
 TARGETS = ("emulator", "anthropic", "openai", "openai-compatible", "vllm", "llamacpp")
 Api = Literal["openai", "anthropic"]
@@ -38,16 +38,31 @@ class TargetSpec:
     """Ask for ``stream_options.continuous_usage_stats`` (emulator, vLLM), so ITL per token is exact."""
     exact_output: bool = False
     """Make the server generate exactly ``max_tokens`` (emulator header; vLLM ``min_tokens`` + ``ignore_eos``)."""
+    emulator_behind: bool = False
+    """A ``vllm`` / ``openai-compatible`` / ``llamacpp`` URL that turned out to be latencykit's emulator (`is_emulator`)."""
 
     @property
     def emulated(self) -> bool:
-        """Whether the numbers come from the emulator (and must be labelled so)."""
-        return self.kind == "emulator"
+        """Whether the numbers come from the emulator (and must be labelled so), whatever the target was called."""
+        return self.kind == "emulator" or self.emulator_behind
 
     def describe(self) -> dict[str, Any]:
         """JSON-friendly description, without the API key."""
         return {"kind": self.kind, "api": self.api, "base_url": self.base_url, "model": self.model,
                 "per_chunk_usage": self.per_chunk_usage, "exact_output": self.exact_output, "emulated": self.emulated}  # fmt: skip
+
+
+def is_emulator(base_url: str, timeout: float = 2.0) -> bool:
+    """Whether ``base_url`` (``/v1`` or not) is served by latencykit's emulator: it answers ``/_emulator/lateness``."""
+    import urllib.request
+
+    root = base_url.rstrip("/")
+    root = root[:-3] if root.endswith("/v1") else root
+    try:
+        with urllib.request.urlopen(f"{root}/_emulator/lateness", timeout=timeout) as resp:
+            return resp.status == 200 and "lateness" in json.loads(resp.read())
+    except Exception:
+        return False
 
 
 def _v1(url: str) -> str:

@@ -8,11 +8,18 @@ latencykit bench compare base.json new.json --max-regression 10% --metric ttft:p
 latencykit bench merge w0.json w1.json w2.json -o all.json
 latencykit bench emulator --ideal --port 8000
 ```
+
+Usage errors (a bad flag, a missing replay file, an unwritable ``--out`` or ``--html``) print one
+line and exit 2 before anything runs. Ctrl-C during a run prints the report of what was measured,
+writes the run file marked partial, and exits 130. On a pipe, tables print at full width;
+``--format markdown|json`` prints the report as Markdown or JSON instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +28,13 @@ from typing import Any, Optional, Sequence
 __all__ = ["build_parser", "main", "register"]
 
 SUBCOMMANDS = ("run", "compare", "merge", "emulator")
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+_EPILOG = """other commands:
+  latencykit bench compare BASE NEW   compare two run files; the CI gate (exit 1 on a regression)
+  latencykit bench merge FILE... -o OUT   combine run files of workers or machines that ran side by side
+  latencykit bench emulator           serve the emulator with every timing knob
+  (each takes --help)"""
 
 
 def _list(kind: type) -> Any:
@@ -56,12 +70,14 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     from ..emulator._flags import add_timing_arguments
+    from ._config import LEVERS
+    from ._grid import FORMATS
     from ._load import ARRIVALS
-    from ._run import LEVERS
     from ._targets import TARGETS
     from ._traffic import SHAPES
 
-    p = argparse.ArgumentParser(prog=prog, description="Drive realistic traffic through latencykit's own clients and report honest latency.")
+    p = argparse.ArgumentParser(prog=prog, description="Drive realistic traffic through latencykit's own clients and report honest latency.",
+                                epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     g = p.add_argument_group("target")
     g.add_argument("--target", choices=TARGETS, default="emulator", help="default: the in-process emulator")
     g.add_argument("--base-url", help="server URL (openai-compatible, vllm, llamacpp; or a running emulator)")
@@ -72,15 +88,18 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     g.add_argument("--exact-output", action=argparse.BooleanOptionalAction, default=None,
                    help="make the server generate exactly max_tokens (emulator header; vLLM min_tokens + ignore_eos)")  # fmt: skip
     t = p.add_argument_group("traffic")
-    t.add_argument("--traffic", choices=SHAPES, default="chat")
-    t.add_argument("--requests", type=int, default=200, help="requests per cell (default 200)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--traffic", choices=SHAPES, default=None, help="traffic shape (default chat; replay with --replay)")
+    t.add_argument("--requests", type=int, default=200, help="requests per cell (default 200; a replay sends its file's)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the traffic, the arrival times and the emulator (default 0)")
     t.add_argument("--documents", type=int, default=4, help="documents reused by --traffic shared-prefix")
-    t.add_argument("--replay", help="JSONL of requests (prompt_tokens/output_tokens[, messages, timestamp]) or Recorder.to_jsonl() output")
+    t.add_argument("--replay", metavar="FILE", help="replay this JSONL (prompt_tokens/output_tokens[, messages, timestamp]) "
+                   "or Recorder.to_jsonl() output; implies --traffic replay")  # fmt: skip
     lo = p.add_argument_group("load")
     lo.add_argument("--concurrency", type=_list(int), default=(), help="in flight (closed loop), or the cap with --rate; a list sweeps")
     lo.add_argument("--rate", type=_list(float), default=(), help="open loop, requests per second; a list sweeps")
-    lo.add_argument("--arrivals", choices=ARRIVALS, default="poisson")
+    lo.add_argument("--arrivals", choices=ARRIVALS, default="poisson",
+                    help="arrival process with --rate (default poisson); recorded: the --replay file's timestamps, "
+                    "--rate then being a speed factor (2 = twice as fast)")  # fmt: skip
     lo.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson, < 1 burstier)")
     lo.add_argument("--duration", type=float, help="seconds; arrivals after it are not scheduled, those still waiting are unsent")
     lo.add_argument("--warmup", type=int, default=0, help="first N requests excluded from the headline")
@@ -96,65 +115,125 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     s.add_argument("--out", help="run file (default bench-<UTC time>.json)")
     s.add_argument("--html", help="also write an HTML report with plots")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--format", choices=FORMATS, default="text",
+                   help="report as rich text (default; full width on a pipe), markdown, or json (on stdout; other lines go to stderr)")  # fmt: skip
     e = p.add_argument_group("emulator (in-process target)")
     add_timing_arguments(e, prefix="emu-", default_preset="bench")
     return p
 
 
+def _writable(path: Path, flag: str) -> None:
+    """``ValueError`` unless ``path`` can be written (checked before a run, so its results are never lost)."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a directory; give a file name")
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"{flag} {path}: not writable")
+
+
+def _save(what: str, path: Path, write: Any) -> Optional[Path]:
+    """Write a result; on failure, say so on one line and write it to the temporary directory instead."""
+    try:
+        write(path)
+        return path
+    except OSError as exc:
+        import tempfile
+
+        fallback = Path(tempfile.gettempdir()) / path.name
+        try:
+            write(fallback)
+        except OSError:
+            print(f"latencykit bench: cannot write {what} {path}: {exc.strerror or exc}", file=sys.stderr)
+            return None
+        print(f"latencykit bench: cannot write {what} {path}: {exc.strerror or exc}; written to {fallback} instead", file=sys.stderr)
+        return fallback
+
+
 def _cmd_run(argv: Sequence[str]) -> int:
-    from rich.console import Console
+    from dataclasses import asdict
 
     from ..emulator._flags import timing_from_args
-    from ._run import BenchConfig, parse_matrix, run_bench
+    from ._config import plan_matrix
+    from ._grid import Line, make_console
+    from ._report import report_json, report_markdown
+    from ._run import BenchConfig, run_bench
 
     args = _run_parser().parse_args(argv)
-    console = Console()
+    text = args.format == "text"
+    console = make_console(stderr=not text)  # markdown and json keep stdout for the document
     try:
         timing = timing_from_args(args, prefix="emu-")
-        from dataclasses import asdict
-
+        matrix, notes = plan_matrix(args.matrix)
         config = BenchConfig(
             target=args.target, base_url=args.base_url, model=args.model, api=args.api,
-            per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output, traffic=args.traffic,
+            per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output,
+            traffic=args.traffic or ("replay" if args.replay else "chat"),
             requests=args.requests, seed=args.seed, documents=args.documents, replay=args.replay,
             concurrency=args.concurrency, rate=args.rate, arrivals=args.arrivals, burstiness=args.burstiness,
-            duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(parse_matrix(args.matrix)),
+            duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(matrix),
             labels=dict(args.label), workers=args.workers, control=args.control, slos=tuple(args.slo),
             timing=asdict(timing),
         )  # fmt: skip
+        config.levels()  # a bad load level is a usage error now, not after the emulator started
+        if config.replay is not None and not Path(config.replay).is_file():
+            raise ValueError(f"--replay {config.replay}: no such file")
+        out = Path(args.out or time.strftime("bench-%Y%m%dT%H%M%SZ.json", time.gmtime()))
+        _writable(out, "--out")
+        html = Path(args.html) if args.html else None
+        if html is not None:
+            _writable(html, "--html")
+        for note in notes:
+            console.print(Line(note, "note").rich(), highlight=False)
         started = time.perf_counter()
         run = run_bench(config, progress=not args.quiet, console=console)
     except ValueError as exc:
         print(f"latencykit bench: {exc}", file=sys.stderr)
-        return 2
-    run.report(console)
-    out = Path(args.out or time.strftime("bench-%Y%m%dT%H%M%SZ.json", time.gmtime()))
-    run.save(out)
-    console.print(f"run file: {out} ({time.perf_counter() - started:.1f} s)")
-    if args.html:
-        Path(args.html).write_text(run.to_html())
-        console.print(f"HTML report: {args.html}")
+        return EXIT_USAGE
+    measured = sum(len(c.samples) for c in run.cells)
+    if run.partial and not measured:
+        print(f"latencykit bench: {run.partial}; no request had finished, so no run file was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if text:
+        run.report(console)
+    elif args.format == "markdown":
+        print(report_markdown(run), end="", flush=True)
+    status = 0
+    saved = _save("the run file", out, run.save)
+    status = status if saved else EXIT_USAGE
+    page = _save("the HTML report", html, lambda p: p.write_text(run.to_html())) if html is not None else None
+    status = status if html is None or page else EXIT_USAGE
+    if args.format == "json":
+        doc = {**report_json(run), "run_file": None if saved is None else str(saved), "html": None if page is None else str(page)}
+        print(json.dumps(doc, default=str), flush=True)
+    if saved is not None:
+        console.print(f"run file: {saved} ({time.perf_counter() - started:.1f} s)", highlight=False)
+    if page is not None:
+        console.print(f"HTML report: {page}", highlight=False)
+    if run.partial:
+        where = f"; partial results in {saved}" if saved else ""
+        print(f"latencykit bench: {run.partial}{where}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     dead = [c for c in run.cells if c.no_data]
     for c in dead:  # one line each, so a CI log shows why
         print(f"latencykit bench: {c.key} has {c.no_data}", file=sys.stderr)
-    return 1 if dead else 0
+    return 1 if dead else status
 
 
 def _cmd_compare(argv: Sequence[str]) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-
     from ._cell import BenchRun
     from ._compare import MATCH_LOAD, gate_runs
-    from ._report import comparison_table, error_table
+    from ._grid import FORMATS, Grid, Line, make_console, markdown
+    from ._report import comparison_grid, error_grid
 
     p = argparse.ArgumentParser(prog="latencykit bench compare", description=(
         "Compare two run files side by side; the CI gate. Exit 1 when a gated percentile is slower beyond "
         "--max-regression AND beyond noise (the 95%% confidence intervals do not overlap), when the share of failed "
         "requests rises beyond --max-error-increase AND beyond noise (one-sided Fisher exact test, p < 0.01), when "
         "a cell has no completed request, or when a cell is in one run only; 0 otherwise; 2 on a usage error."))  # fmt: skip
-    p.add_argument("base")
-    p.add_argument("new")
+    p.add_argument("base", help="the baseline run file")
+    p.add_argument("new", help="the candidate run file")
     p.add_argument("--max-regression", type=_share, default=0.10, help="allowed slow-down (default 10%%)")
     p.add_argument("--metric", action="append", default=[], help="metric:percentile to gate on (default ttft:p99; repeatable)")
     p.add_argument("--max-error-increase", type=_share, default=0.01,
@@ -162,9 +241,9 @@ def _cmd_compare(argv: Sequence[str]) -> int:
     p.add_argument("--match-load", choices=MATCH_LOAD, default="same",
                    help="pair cells at the same load level only (default), or at any level (by label, in sweep order)")  # fmt: skip
     p.add_argument("--allow-missing", action="store_true", help="a cell in one run only is noted, not a failure")
+    p.add_argument("--format", choices=FORMATS, default="text", help="text (default; full width on a pipe), markdown or json")
     args = p.parse_args(argv)
     metrics = args.metric or ["ttft:p99"]
-    console = Console()
     try:
         base, new = BenchRun.load(args.base), BenchRun.load(args.new)
         result = gate_runs(base, new, metrics, max_regression=args.max_regression, max_error_increase=args.max_error_increase,
@@ -172,46 +251,72 @@ def _cmd_compare(argv: Sequence[str]) -> int:
                            show=("ttft:p50", "ttft:p99", "e2e:p50", "e2e:p99"))  # fmt: skip
     except (ValueError, OSError) as exc:
         print(f"latencykit bench compare: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    if args.format == "json":
+        print(json.dumps({"base": args.base, "new": args.new, "emulated": base.emulated or new.emulated, "passed": result.passed,
+                          "comparisons": [c.to_dict() for c in result.comparisons], "errors": [e.to_dict() for e in result.errors],
+                          "failures": [{"kind": k, "line": line} for k, line in result.failures], "notes": result.notes}))  # fmt: skip
+        return 0 if result.passed else 1
     tag = " — EMULATED" if base.emulated or new.emulated else ""
+    blocks: list[Any] = []
     if result.comparisons:
-        console.print(comparison_table(result.comparisons, f"{args.base} → {args.new}{tag}", "base"))
-        console.print(error_table(result.errors, f"failed requests (errors, interrupted streams){tag}", "base"))
-    for note in result.notes:
-        console.print(f"[yellow]note[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
-    for kind, line in result.failures:  # error messages may hold brackets ("[Errno 111]"): not markup
-        console.print(f"[bold red]{kind}[/bold red] {escape(line)}", highlight=False, soft_wrap=True)
+        blocks.append(comparison_grid(result.comparisons, f"{args.base} → {args.new}{tag}", "base"))
+        blocks.append(error_grid(result.errors, f"failed requests (errors, interrupted streams){tag}", "base"))
+    for run, name in ((base, args.base), (new, args.new)):
+        if run.partial:
+            blocks.append(Line(f"{name} is partial: {run.partial}", "note"))
+    blocks += [Line(note, "note") for note in result.notes]
+    blocks += [Line(f"{kind} {line}", "error") for kind, line in result.failures]
     if result.passed:
         slower = [r for r in result.gated if (r.change or 0) > args.max_regression]
         note = f" ({len(slower)} slower beyond the threshold but within noise)" if slower else ""
-        console.print(f"no regression beyond {args.max_regression * 100:g}% and beyond noise{note}; no rise of failed "
-                      f"requests beyond {_points(args.max_error_increase)} and beyond noise")  # fmt: skip
-        return 0
-    console.print(f"[bold red]gate failed[/bold red]: {len(result.failures)} problem(s)")
-    return 1
+        blocks.append(Line(f"no regression beyond {args.max_regression * 100:g}% and beyond noise{note}; no rise of failed "
+                           f"requests beyond {_points(args.max_error_increase)} and beyond noise"))  # fmt: skip
+    else:
+        blocks.append(Line(f"gate failed: {len(result.failures)} problem(s)", "error"))
+    if args.format == "markdown":
+        print(markdown(blocks), end="")
+    else:
+        console = make_console()
+        for b in blocks:
+            console.print(b.rich() if isinstance(b, (Grid, Line)) else b, highlight=False, soft_wrap=isinstance(b, Line))
+    return 0 if result.passed else 1
 
 
 def _points(share: float) -> str:
     return f"{share * 100:g} percentage point" + ("" if share == 0.01 else "s")
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def _cmd_merge(argv: Sequence[str]) -> int:
     from ._cell import BenchRun
 
-    p = argparse.ArgumentParser(prog="latencykit bench merge", description="Combine run files (workers, machines); sketches merge exactly.")
-    p.add_argument("files", nargs="+")
-    p.add_argument("-o", "--out", required=True)
+    p = argparse.ArgumentParser(prog="latencykit bench merge", description=(
+        "Combine run files of workers or machines that ran side by side: sketches merge exactly and rates add. "
+        "Runs must share traffic, target, model and server timing, and cells their strategy and load; "
+        "anything else is refused unless --force."))  # fmt: skip
+    p.add_argument("files", nargs="+", help="run files to combine")
+    p.add_argument("-o", "--out", required=True, help="the merged run file to write")
+    p.add_argument("--force", action="store_true", help="merge runs that differ anyway; the merged file and its report say so")
     p.add_argument("--report", action="store_true", help="print the merged report")
     args = p.parse_args(argv)
     try:
-        merged = BenchRun.merge([BenchRun.load(f) for f in args.files])
+        _writable(Path(args.out), "--out")
+        merged = BenchRun.merge([BenchRun.load(f) for f in args.files], force=args.force, names=args.files)
     except (ValueError, OSError) as exc:
         print(f"latencykit bench merge: {exc}", file=sys.stderr)
-        return 2
-    merged.save(args.out)
+        return EXIT_USAGE
+    if _save("the merged run file", Path(args.out), merged.save) is None:
+        return EXIT_USAGE
     if args.report:
         merged.report()
-    print(f"merged {len(args.files)} files, {sum(len(c.samples) for c in merged.cells)} requests → {args.out}")
+    requests = sum(len(c.samples) for c in merged.cells)
+    forced = f"; FORCED: {len(merged.config['forced'])} difference(s) recorded in the file" if merged.config.get("forced") else ""
+    print(f"merged {_plural(len(args.files), 'file')} into {_plural(len(merged.cells), 'cell')}, "
+          f"{_plural(requests, 'request')} → {args.out}{forced}")  # fmt: skip
     return 0
 
 
@@ -219,10 +324,10 @@ def _cmd_emulator(argv: Sequence[str]) -> int:
     from ..emulator import serve
     from ..emulator._flags import add_timing_arguments, timing_from_args
 
-    p = argparse.ArgumentParser(prog="latencykit bench emulator", description="Serve the emulator with every timing knob.")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--seed", type=int, default=0)
+    p = argparse.ArgumentParser(prog="latencykit bench emulator", description="Serve the emulator with every timing knob until Ctrl-C.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 = any free port)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the timing jitter and generated text (default 0)")
     add_timing_arguments(p)
     args = p.parse_args(argv)
     try:
