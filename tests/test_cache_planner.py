@@ -376,6 +376,20 @@ def test_a_timestamp_learned_dynamic_then_a_prompt_that_comes_back_is_static_per
     assert len([r for r in caplog.records if "changes on every call" in r.getMessage()]) == 1
 
 
+def test_prompts_that_never_come_back_stop_being_written(caplog: pytest.LogCaptureFixture) -> None:
+    """A new system prompt on every call, none back: written while they might be a rotation,
+    then (32 in a row) dynamic, with one warning."""
+    now = [0.0]
+    policy = lk.CachePolicy(secret=SECRET, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="latencykit"):
+        where = []
+        for i in range(40):
+            where.append("system 0" in [w for w, _ in markers(plan(_rotating(i, 40), policy))])
+            now[0] += 1
+    assert all(where[:31]) and not any(where[31:])  # the 32nd new value in a row is not written
+    assert len([r for r in caplog.records if "changes on every call" in r.getMessage()]) == 1
+
+
 def test_cache_off_learns_but_never_warns(caplog: pytest.LogCaptureFixture) -> None:
     """cache='off' moves no breakpoint, so it does not say it does."""
     policy = lk.CachePolicy("off", secret=SECRET)

@@ -189,20 +189,25 @@ class Rotation:
     most), and `worth` says whether a value not yet cached should be written: at least half
     the values came back in time, or, before any did, the values seen so far, taken in
     order at the pace they arrived, would come round again within a lifetime (at most
-    `ROTATION_VALUES` of them). At most `ROTATION_VALUES` values are kept, the least
-    recently seen dropped first.
+    `ROTATION_VALUES` of them). At most `ROTATION_VALUES` live values are kept, the least
+    recently seen dropped first, and as many lapsed ones (a value back after its lifetime
+    recurs, late: it is not one of the values that never come back, counted in `fresh`).
     """
 
-    __slots__ = ("expires", "current", "in_time", "lapsed", "streak", "first", "block")
+    __slots__ = ("expires", "gone", "current", "in_time", "lapsed", "streak", "fresh", "first", "block")
 
     def __init__(self, block: int = 0) -> None:
         self.expires: dict[tuple[bytes, ...], float] = {}
-        """Value (its blocks' digests) → when its cache entry expires, least recently seen first."""
+        """Live value (its blocks' digests) → when its cache entry expires, least recently seen first."""
+        self.gone: dict[tuple[bytes, ...], None] = {}
+        """Values whose entry expired unseen, most recent last."""
         self.current: tuple[bytes, ...] = ()
         self.in_time = 0
         self.lapsed = 0
         self.streak = 0
-        """New values in a row since a value last came back in time."""
+        """Values in a row, new or back late, since a value last came back in time."""
+        self.fresh = 0
+        """Values never seen before, in a row."""
         self.first = 0.0
         """When the first value of the streak was seen."""
         self.block = block
@@ -210,26 +215,34 @@ class Rotation:
 
     def see(self, value: tuple[bytes, ...], now: float, lifetime: float) -> bool:
         """Record a sight of ``value``; whether it came back before its entry expired."""
-        expires = self.expires
+        expires, gone = self.expires, self.gone
         previous = expires.pop(value, None)
-        while expires:  # the least recently seen first: count the ones that expired unseen
+        while expires:  # the least recently seen first: the ones that expired unseen lapse
             oldest = next(iter(expires))
             if expires[oldest] >= now:
                 break
             del expires[oldest]
             self.lapsed += 1
+            gone[oldest] = None
+            if len(gone) > ROTATION_VALUES:
+                del gone[next(iter(gone))]
         expires[value] = now + lifetime
         if len(expires) > ROTATION_VALUES:
             del expires[next(iter(expires))]
         self.current = value
         if previous is not None and previous >= now:
             self.in_time += 1
-            self.streak = 0
+            self.streak = self.fresh = 0
             if self.in_time + self.lapsed > 64:
                 self.in_time, self.lapsed = (self.in_time + 1) // 2, self.lapsed // 2
             return True
-        if previous is not None:  # came back, but after its entry expired
+        if previous is not None:  # back after its entry expired, before its lapse was counted
             self.lapsed += 1
+            self.fresh = 0
+        elif gone and gone.pop(value, 0) is None:  # back after it lapsed
+            self.fresh = 0
+        else:
+            self.fresh += 1
         if self.streak == 0:
             self.first = now
         self.streak += 1
@@ -417,7 +430,7 @@ class Families:
             if back:  # a value came back before it expired: static per value
                 state.changes[name] = 0
                 state.dynamic.pop(name, None)
-            elif not rot.in_time and (rot.streak >= ROTATION_VALUES or _edit(self.prints, current, seg.blocks)):
+            elif not rot.in_time and (rot.fresh >= ROTATION_VALUES or _edit(self.prints, current, seg.blocks)):
                 state.changes[name] = state.changes.get(name, 0) + 1
                 if state.changes[name] >= DYNAMIC_AFTER and name not in state.dynamic:
                     state.dynamic[name] = rot.block
