@@ -6,8 +6,8 @@ plus one mean gap (``n`` arrivals cover ``n`` gaps). *drawn* = arrivals / send w
 draw of 24 arrivals in 12 s is 2 req/s, whatever the nominal rate); *sent* = requests that left
 the client / the send window, stretched by how late the last one left (a client behind its
 schedule). *completed* (and output tokens, good requests) = measured completions / the
-measurement window (first measured send → last completion), never shorter than the measured
-part of the send window, so completed <= sent. A closed loop has no schedule: its sent and
+measurement window (first measured request's intended send → last completion), never shorter
+than the measured part of the send window, so completed <= sent (without a warm-up). A closed loop has no schedule: its sent and
 completed rates are both over the measurement window.
 
 Cells merged from several runs (`BenchRun.merge`: workers or machines running side by side)
@@ -54,7 +54,7 @@ def part_rates(samples: Sequence[dict[str, Any]], schedule: Optional[dict[str, A
         send_window = float(window) + max(late, 0.0)
     w: Optional[float] = None
     if meas:
-        first = min(float(s["sent"]) for s in meas)
+        first = min(float(s.get("sched", s["sent"])) for s in meas)
         last = max(_end(s) for s in meas)
         if send_window is not None:
             last = max(last, send_window)

@@ -133,22 +133,24 @@ def _writable(path: Path, flag: str) -> None:
         raise ValueError(f"{flag} {path}: not writable")
 
 
-def _save(what: str, path: Path, write: Any) -> Optional[Path]:
-    """Write a result; on failure, say so on one line and write it to the temporary directory instead."""
+def _save(what: str, path: Path, write: Any) -> tuple[Optional[Path], bool]:
+    """Write a result: (where it went, whether that is ``path``). On failure, say so on one line and write it
+    to the temporary directory instead, so a finished run's results are never lost."""
     try:
         write(path)
-        return path
+        return path, True
     except OSError as exc:
         import tempfile
 
         fallback = Path(tempfile.gettempdir()) / path.name
+        line = f"latencykit bench: cannot write {what} {path}: {exc.strerror or exc}"
         try:
             write(fallback)
         except OSError:
-            print(f"latencykit bench: cannot write {what} {path}: {exc.strerror or exc}", file=sys.stderr)
-            return None
-        print(f"latencykit bench: cannot write {what} {path}: {exc.strerror or exc}; written to {fallback} instead", file=sys.stderr)
-        return fallback
+            print(line, file=sys.stderr)
+            return None, False
+        print(f"{line}; written to {fallback} instead", file=sys.stderr)
+        return fallback, False
 
 
 def _cmd_run(argv: Sequence[str]) -> int:
@@ -199,11 +201,9 @@ def _cmd_run(argv: Sequence[str]) -> int:
         run.report(console)
     elif args.format == "markdown":
         print(report_markdown(run), end="", flush=True)
-    status = 0
-    saved = _save("the run file", out, run.save)
-    status = status if saved else EXIT_USAGE
-    page = _save("the HTML report", html, lambda p: p.write_text(run.to_html())) if html is not None else None
-    status = status if html is None or page else EXIT_USAGE
+    saved, saved_ok = _save("the run file", out, run.save)
+    page, page_ok = _save("the HTML report", html, lambda p: p.write_text(run.to_html())) if html is not None else (None, True)
+    status = 0 if saved_ok and page_ok else EXIT_USAGE
     if args.format == "json":
         doc = {**report_json(run), "run_file": None if saved is None else str(saved), "html": None if page is None else str(page)}
         print(json.dumps(doc, default=str), flush=True)
@@ -309,7 +309,7 @@ def _cmd_merge(argv: Sequence[str]) -> int:
     except (ValueError, OSError) as exc:
         print(f"latencykit bench merge: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if _save("the merged run file", Path(args.out), merged.save) is None:
+    if not _save("the merged run file", Path(args.out), merged.save)[1]:
         return EXIT_USAGE
     if args.report:
         merged.report()

@@ -52,7 +52,7 @@ def add_timing_arguments(parser: argparse._ActionsContainer, prefix: str = "", d
     dash = "--" + prefix
     parser.add_argument(dash + "preset", choices=sorted(PRESETS), default=default_preset,
                         help=f"timing preset (default {default_preset}); flags below override it")  # fmt: skip
-    parser.add_argument(dash + "ideal", action="store_true", help="same as --preset ideal: TTFT 200 ms, 10 ms/token, "
+    parser.add_argument(dash + "ideal", action="store_true", help=f"same as {dash}preset ideal: TTFT 200 ms, 10 ms/token, "
                         "30 tokens, no prefill cost, no slowdown, no slot limit, no jitter")  # fmt: skip
     for flag, name, kind, text in _FLAGS:
         parser.add_argument(dash + flag[2:], dest=(prefix + name).replace("-", "_"), type=kind, default=None, help=text)
