@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
         HashedEmbedder,
         MemoryStore,
         OpenAIEmbedder,
+        PgVectorStore,
         RedisStore,
         SemanticCache,
         SemanticStats,
@@ -100,6 +101,7 @@ __all__ = [
     "VectorStore",
     "MemoryStore",
     "RedisStore",
+    "PgVectorStore",
 ]
 
 _LAZY: dict[str, str] = {
@@ -142,6 +144,7 @@ _LAZY: dict[str, str] = {
     "HashedEmbedder": ".semantic",
     "MemoryStore": ".semantic",
     "OpenAIEmbedder": ".semantic",
+    "PgVectorStore": ".semantic",
     "RedisStore": ".semantic",
     "SemanticCache": ".semantic",
     "SemanticStats": ".semantic",

@@ -1,4 +1,4 @@
-"""``latencykit`` command line: ``demo`` and ``emulator`` (needs the ``bench`` extra).
+"""``latencykit`` command line: ``demo`` and ``emulator`` (needs the ``bench`` extra), ``semantic init``.
 
 Failures a user can cause — a port in use, a host that does not resolve, a missing extra,
 Ctrl-C — print one line to stderr and exit non-zero (130 on interrupt), never a traceback.
@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--tpot", type=_non_negative, default=timing.get("decode_per_token"), help="decode time per token in seconds")
     emu.add_argument("--output-tokens", type=_positive_int, default=timing.get("output_tokens"), help="tokens per answer")
     emu.add_argument("--tokens-per-chunk", type=_positive_int, default=timing.get("tokens_per_chunk"), help="tokens per streamed chunk")
+    sem = sub.add_parser("semantic", help="the semantic cache's shared stores", formatter_class=fmt)
+    sem_sub = sem.add_subparsers(dest="semantic_command", required=True)
+    init = sem_sub.add_parser("init", help="create PgVectorStore's PostgreSQL + pgvector schema (idempotent)", formatter_class=fmt)
+    init.add_argument("--dsn", required=True, help="libpq connection string or postgresql:// URL")
+    init.add_argument("--dim", type=_positive_int, required=True, help="embedding dimension (384 for all-MiniLM-L6-v2)")
+    init.add_argument("--table", default="latencykit_semantic", help="table name (or schema.table)")
+    init.add_argument("--m", type=_positive_int, default=16, help="HNSW m (links per node)")
+    init.add_argument("--ef-construction", type=_positive_int, default=64, help="HNSW ef_construction")
     from .vllm._cli import add_doctor
 
     add_doctor(sub)
@@ -103,6 +111,13 @@ def _run(args: argparse.Namespace) -> None:
 
         if run_doctor(args):
             raise SystemExit(EXIT_FAILURE)
+    elif args.command == "semantic":
+        from .semantic._pgvector import init_schema
+
+        try:
+            print(init_schema(args.dsn, args.dim, table=args.table, m=args.m, ef_construction=args.ef_construction))
+        except (RuntimeError, ValueError) as exc:
+            raise _ServeError(str(exc)) from None
     elif args.command == "demo":
         from .bench.demo import run_demo
 
@@ -124,7 +139,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 class _ServeError(Exception):
-    """The emulator could not bind; the message is the one line shown to the user."""
+    """The emulator could not bind (or ``semantic init`` failed); the message is the one line shown to the user."""
 
 
 def _ignore_unraisable(unraisable: Any) -> None:

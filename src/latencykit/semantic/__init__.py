@@ -1,7 +1,8 @@
 """Optional semantic response cache: the same question in other words, answered from cache.
 
 Owns: request fingerprinting for the cache (``_request``), embedders (``_embedders``), vector
-storage (``_store``: the `VectorStore` interface and `MemoryStore`; ``_redis``: `RedisStore`), the cache policy
+storage (``_store``: the `VectorStore` interface and `MemoryStore`; ``_redis``: `RedisStore`;
+``_pgvector``: `PgVectorStore`, which imports psycopg when first made), the cache policy
 (``_cache``), the per-call mark (``_options``) and the HTTP transport that replays stored
 answers (``_transport``). `SemanticCache` implements ``core._hooks.AnswerHook``: the clients
 ask it for the SDK client to send through and know nothing else of this package.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from ._cache import SemanticCache, SemanticStats
 from ._embedders import Embedder, FastEmbedEmbedder, HashedEmbedder, OpenAIEmbedder, SentenceTransformerEmbedder
 from ._options import HEADER, semantic_cacheable, semantic_skip
+from ._pgvector import PgVectorStore
 from ._redis import RedisStore
 from ._store import MemoryStore, StoreHit, VectorStore
 
@@ -42,5 +44,7 @@ __all__ = [
     "VectorStore",
     "MemoryStore",
     "RedisStore",
+    "PgVectorStore",
     "StoreHit",
 ]
+
