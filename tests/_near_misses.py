@@ -63,6 +63,7 @@ FILLER = [
     "Everything else about the service has been great so far.",
     "Please let me know if you need any other details from me.",
     "I already checked my spam folder for any messages.",
+    "I'm not sure whether it's a short-term problem or not.",
 ]
 
 
@@ -110,11 +111,13 @@ def _cores(kind: str) -> Iterator[tuple[str, str]]:
 
 def _repeat(text: str, seed: int) -> str:
     """``text`` changed only in case, punctuation and spacing."""
-    if seed % 3 == 0:
+    if seed % 4 == 0:
         return text.lower().rstrip("?.!")
-    if seed % 3 == 1:
+    if seed % 4 == 1:
         return "  " + text.upper().replace(" ", "   ", 3) + " ?"
-    return re.sub(r"\.(\s|$)", r"!\1", text).replace(", ", " ") + "!!"  # sentence ends only: "3.5" stays
+    if seed % 4 == 2:
+        return re.sub(r"\.(\s|$)", r"!\1", text).replace(", ", " ") + "!!"  # sentence ends only: "3.5" stays
+    return re.sub(r"[^\w\s$%€](?!\d)", "", text)  # punctuation removed, but not inside a number
 
 
 def pairs(lengths: Sequence[int] = LENGTHS) -> list[Pair]:

@@ -25,7 +25,7 @@ import unicodedata
 
 __all__ = ["fold", "numbers", "FOLD_VERSION", "NUMBERS_VERSION"]
 
-FOLD_VERSION = "fold/1"
+FOLD_VERSION = "fold/1"  # bump when `fold` changes: entries stored under another fold never match
 NUMBERS_VERSION = "numbers/1"
 """Mixed into the partition key: a change of either function must never match old entries."""
 
@@ -34,6 +34,8 @@ NUMBERS_VERSION = "numbers/1"
 _EDGE = ".,;:!?¿¡…‼⁇'\"`´()[]{}«»‹›-‐‑‒–—―。、，．！？：；「」『』【】〈〉《》"
 _SIGNS = "-+."  # kept before a letter or digit: "-5", ".5", "-rf", ".bashrc"
 _QUOTES = str.maketrans({"‘": "'", "’": "'", "‛": "'", "′": "'", "“": '"', "”": '"', "„": '"', "″": '"', "−": "-"})
+_JOINERS = "'-‐‑."  # inside a word between letters, dropped: "don't" = "dont", "e-mail" = "email"
+_INNER = re.compile("[" + re.escape(_EDGE) + "]+")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _ALNUM = re.compile(r"[^\W_]")
 
@@ -59,7 +61,18 @@ def _fold_word(word: str) -> str:
     cut = len(core) - len(rest)
     if cut and core[cut - 1] in _SIGNS and rest[:1].isalnum():
         cut -= 1  # "-5", ".5", "-rf": a sign, not punctuation
-    return core[cut:]
+        return core[cut] + _INNER.sub(_inner, core[cut + 1 :])
+    return _INNER.sub(_inner, rest)
+
+
+def _inner(m: "re.Match[str]") -> str:
+    """Punctuation inside a word: kept unless between two letters ("3.5", "A-1234", "x!=y"); there,
+    one apostrophe, hyphen or period is dropped ("don't", "e-mail", "e.g"), anything else is a
+    space ("hello,world", "wait...what")."""
+    run, text, i, j = m.group(), m.string, m.start(), m.end()
+    if not (i and text[i - 1].isalpha() and j < len(text) and text[j].isalpha()):
+        return run  # next to a digit or a symbol: "3.5", "A-1234", "x!=y"
+    return "" if len(run) == 1 and run in _JOINERS else " "
 
 
 def fold(text: str) -> str:
@@ -69,9 +82,12 @@ def fold(text: str) -> str:
     space, soft hyphen) removed; words split on any whitespace and joined by one space;
     punctuation from a fixed list (``. , ; : ! ? … ' " ( ) [ ] { }``, dashes, guillemets, CJK
     full stops) removed where it ends a word or starts one — except a ``-``, ``+`` or ``.``
-    directly before a letter or digit (``-5``, ``.5``, ``-rf``) — and inside a word it is
-    kept (``3.5``, ``1,200``, ``don't``, ``e.g``); a word of punctuation alone is dropped,
-    a word of symbols (``!=``) kept; then case-folded. Letters, digits and symbols
+    directly before a letter or digit (``-5``, ``.5``, ``-rf``); inside a word it is kept
+    next to a digit or a symbol (``3.5``, ``1,200``, ``12:30``, ``A-1234``, ``x!=y``); between
+    two letters one apostrophe, hyphen or period is dropped (``don't`` = ``dont``,
+    ``e-mail`` = ``email``) and anything else is a space (``hello,world`` = ``hello, world``,
+    ``wait...what`` = ``wait what``); a word of punctuation alone is
+    dropped, a word of symbols (``!=``) kept; then case-folded. Letters, digits and symbols
     (``# % $ + / = @``) are never changed, so ``"size 43"`` and ``"size 44"``, ``"3.5"`` and
     ``"35"``, ``"x != 5"`` and ``"x = 5"`` stay different.
     """
