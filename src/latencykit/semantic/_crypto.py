@@ -22,7 +22,7 @@ when a `Sealer` is made.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 __all__ = ["Sealer", "SealError", "ANSWER_MAGIC", "FILE_MAGIC", "available", "is_sealed"]
 
@@ -90,7 +90,3 @@ class Sealer:
             raise SealError("the message does not authenticate: another secret, another entry, or damaged bytes") from None
         return out
 
-
-def sealer_or_none(material: bytes, purpose: bytes, magic: bytes = ANSWER_MAGIC) -> Optional[Sealer]:
-    """A `Sealer`, or ``None`` when ``cryptography`` is not installed."""
-    return Sealer(material, purpose, magic) if available() else None
