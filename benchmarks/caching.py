@@ -11,17 +11,27 @@ changes in cache behaviour, not what a provider's latency will be.
 Every shape is one prompt family of ``--calls`` requests (``tests/_cache_shapes.py``):
 agent single-turn and multi-turn, RAG with the documents in the user turn, few-shot
 examples, a timestamp in the system prompt, tools only, a system prompt of several blocks,
-OpenAI chat with a shared prefix. Modes, each on a fresh emulator, same requests:
+OpenAI chat with a shared prefix, and k = 2, 3, 5, 20 static system prompts sent in turn
+(in order and at random, tools before them; a call every 5 s, or for "rare" every 2 minutes,
+so each prompt comes back only after its 5-minute cache lifetime; at least 2k + 5 calls).
+Cache time is a hand-moved clock shared by the client's ledger and the emulator's cache.
+Modes, each on a fresh emulator, same requests:
 
 - ``planner``: latencykit's default ``cache="auto"``;
 - ``oracle``: markers placed with hindsight (the end of what a call shares with the previous
-  and with the next call; for OpenAI one fixed ``prompt_cache_key``) — the most any
-  placement of breakpoints can read;
+  and with the next call, and of the longest prefix it shares with any call less than a
+  cache lifetime before or after it; for OpenAI one fixed ``prompt_cache_key``) — the most
+  any placement of breakpoints can read;
 - ``off``: ``cache="off"``, the requests as written;
 - ``top-level auto``: ``cache="off"`` plus the API's top-level ``cache_control`` (Anthropic).
 
-``of oracle`` is the planner's (or the mode's) cache-read tokens over the oracle's, from
-the third call of the family on (the first two calls are where the planner learns).
+``of oracle`` is the planner's (or the mode's) cache-read tokens over the oracle's on the
+judged calls (``measured`` in ``tests/_cache_shapes.py``): from the third call of the family
+on (the first two calls are where the planner learns); for rotating prompts from the second
+sight of each prompt on, and for rare ones every call from the third on but the chance
+returns of a random order. ``written, unread`` (planner and oracle, rare prompts) counts
+the calls after the first that wrote to the cache although their system prompt is not sent
+again within its lifetime.
 """
 
 from __future__ import annotations
@@ -38,7 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import latencykit as lk  # noqa: E402
 from latencykit.emulator import Emulator, PromptCache, TimingModel  # noqa: E402
 
-from _cache_shapes import CC, SHAPES, oracle_openai, oracle_requests, shape_requests  # noqa: E402
+from _cache_shapes import (  # noqa: E402
+    CC, SHAPES, TTL, Clock, measured, oracle_openai, oracle_requests, rare, shape_calls, shape_gap, shape_requests,
+    shape_values,
+)
 
 # Prefill 40 µs/token (≈ 200 ms for a 5k-token prompt), 20 ms base, 5 ms/token decode.
 TIMING = TimingModel(base_ttft=0.02, prefill_per_token=4e-5, decode_per_token=0.005, output_tokens=4, jitter=0.05)
@@ -49,21 +62,35 @@ LEARNING_CALLS = 2
 def run(shape: str, mode: str, calls: int) -> list[lk.CallRecord]:
     """One family of ``calls`` requests in one mode on a fresh emulator; returns the records."""
     api, requests = shape_requests(shape, calls)
+    gap = shape_gap(shape)
     if mode == "oracle":
-        requests = oracle_requests(requests) if api == "messages" else oracle_openai(requests)
+        requests = oracle_requests(requests, gap) if api == "messages" else oracle_openai(requests)
     elif mode == "top-level auto":
         requests = [{**r, "cache_control": CC} for r in requests]
-    cache = "auto" if mode == "planner" else "off"
     with Emulator(timing=TIMING, seed=1, cache_model=PromptCache()) as emu:
+        clock = Clock(emu)
+        policy = lk.CachePolicy("auto" if mode == "planner" else "off", derive_key=mode == "planner", clock=clock)
         if api == "messages":
-            with lk.Anthropic(base_url=emu.base_url, api_key="x", cache=cache) as c:
+            with lk.Anthropic(base_url=emu.base_url, api_key="x", cache=policy) as c:
                 for req in requests:
                     c.messages.create(**req)
+                    clock.advance(gap)
                 return list(c.latency.calls)
-        with lk.OpenAI(base_url=emu.base_url + "/v1", api_key="x", cache=cache) as o:
+        with lk.OpenAI(base_url=emu.base_url + "/v1", api_key="x", cache=policy) as o:
             for req in requests:
                 o.chat.completions.create(**req)
+                clock.advance(gap)
             return list(o.latency.calls)
+
+
+def unread_writes(shape: str, records: list[lk.CallRecord], calls: int) -> int:
+    """Calls after the first that wrote to the cache although their system prompt is not sent
+    again within its lifetime (judged where that lifetime ends before the run does)."""
+    values, near = shape_values(shape, calls), int(TTL // shape_gap(shape))
+    return sum(
+        1 for i, r in enumerate(records[: calls - near])
+        if i and (r.cache_write_tokens or 0) > 0 and values[i] not in values[i + 1 : i + 1 + near]
+    )  # fmt: skip
 
 
 def pct(values: list[float], q: float) -> float:
@@ -75,30 +102,37 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--only", default="", help="run only the shapes whose name contains this text")
     args = parser.parse_args()
     if args.calls <= LEARNING_CALLS:
         parser.error(f"--calls must be > {LEARNING_CALLS}")
     rows: list[tuple[Any, ...]] = []
     for shape in SHAPES:
+        if args.only not in shape:
+            continue
+        calls = shape_calls(shape, args.calls)
+        judged = measured(shape, calls)
         records = {}
         for mode in MODES:
             if mode == "top-level auto" and shape.startswith("OpenAI"):
                 continue
-            records[mode] = run(shape, mode, args.calls)
-        oracle = sum(r.cache_read_tokens or 0 for r in records["oracle"][LEARNING_CALLS:])
+            records[mode] = run(shape, mode, calls)
+        oracle = sum(records["oracle"][i].cache_read_tokens or 0 for i in judged)
         for mode, recs in records.items():
-            read = sum(r.cache_read_tokens or 0 for r in recs[LEARNING_CALLS:])
+            read = sum(recs[i].cache_read_tokens or 0 for i in judged)
             total = sum(r.input_tokens or 0 for r in recs)
             ttft = [r.ttft for r in recs if r.ttft is not None]
             share = read / oracle if oracle else float("nan")
             hit = sum(r.cache_read_tokens or 0 for r in recs) / total if total else 0.0
-            rows.append((shape, mode, share, hit, statistics.median(ttft) * 1000, pct(ttft, 0.99) * 1000))
-    print(f"EMULATED — {args.calls} calls per family; Anthropic Messages (claude-sonnet-5) unless OpenAI; timing {TIMING}")
+            unread = unread_writes(shape, recs, calls) if rare(shape) and mode in ("planner", "oracle") else None
+            rows.append((shape, calls, mode, share, hit, unread, statistics.median(ttft) * 1000, pct(ttft, 0.99) * 1000))
+    print(f"EMULATED — {args.calls} calls per family (rotating prompts: at least 2k + 5); Anthropic Messages "
+          f"(claude-sonnet-5) unless OpenAI; timing {TIMING}")  # fmt: skip
     print()
-    print("| shape | mode | of oracle (call 3+) | hit rate (tokens) | TTFT P50 ms | TTFT P99 ms |")
-    print("|---|---|---:|---:|---:|---:|")
-    for shape, mode, share, hit, p50, p99 in rows:
-        print(f"| {shape} | {mode} | {share:.2f} | {hit:.0%} | {p50:.1f} | {p99:.1f} |")
+    print("| shape | calls | mode | of oracle (judged calls) | hit rate (tokens) | written, unread | TTFT P50 ms | TTFT P99 ms |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for shape, calls, mode, share, hit, unread, p50, p99 in rows:
+        print(f"| {shape} | {calls} | {mode} | {share:.2f} | {hit:.0%} | {'' if unread is None else unread} | {p50:.1f} | {p99:.1f} |")
 
 
 if __name__ == "__main__":
