@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import openai
 import pytest
@@ -34,8 +34,12 @@ from latencykit.vllm import Diagnosis, Doctor, Thresholds
 # Fast decode, no prefill cost to speak of: the states come from the scheduler, not from slowness.
 TIMING = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.002, output_tokens=400, tokens_per_chunk=2)
 SERVER_ONLY = Thresholds(outside_gap=1.0)
+# The KV state's outputs are short (k sequences must fit with them): a slower decode keeps each
+# sequence, and so the wait for memory, ~0.3 s long.
+KV_TIMING = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.02, output_tokens=400, tokens_per_chunk=2)
 WORDS = "alpha beta gamma delta server token cache prefix stream client".split()
 KV_OUTPUT = 16
+LONG = 250
 RUNNING = (1, 2, 8)
 
 
@@ -72,6 +76,7 @@ class Traffic:
     calls: list[tuple[str, int]]
     at_once: int
     warm: str = "warm up"
+    timing: TimingModel = TIMING
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -85,31 +90,32 @@ def kv_traffic(k: int) -> Traffic:
     # k of the largest run to the end of their output; any k + 1 prompts overflow the cache.
     assert VLLMConfig.kv_for(k, max(sizes) + KV_OUTPUT) <= cfg.kv_cache_tokens, (k, sizes)
     assert (k + 1) * min(blocks) > cfg.num_blocks, (k, sizes)
-    return Traffic(cfg, [(s, KV_OUTPUT) for s in systems], at_once=k + 3, notes={"prompt_tokens": sizes})
+    return Traffic(cfg, [(s, KV_OUTPUT) for s in systems], at_once=k + 3, timing=KV_TIMING, notes={"prompt_tokens": sizes})
 
 
 def traffic(state: str, k: int) -> Traffic:
     """Traffic that shows ``state`` with ``k`` sequences running (the server or the client limits it to k)."""
-    short = [(words(30, i), 100) for i in range(max(3, 2 * k))]
+    # Where the client, not the server, limits the running count, streams last long enough
+    # (~0.5 s) that all k are open together even when the client sends them slowly.
     if state == "healthy":
-        return Traffic(VLLMConfig.pressure(state), short, at_once=k)
+        return Traffic(VLLMConfig.pressure(state), [(words(30, i), LONG) for i in range(max(3, k))], at_once=k)
     if state == "queue_pressure":
         return Traffic(VLLMConfig.pressure(state, max_num_seqs=k), [(words(30, i), 60) for i in range(k + 3)], at_once=k + 3)
     if state == "kv_cache_pressure":
         return kv_traffic(k)
     if state == "weak_speculative_decoding":
-        return Traffic(VLLMConfig.pressure(state), [(words(30, i), 48) for i in range(max(2, k))], at_once=k)
+        return Traffic(VLLMConfig.pressure(state), [(words(30, i), LONG) for i in range(max(2, k))], at_once=k)
     if state == "low_prefix_cache_hit_rate":
         shared = words(1500, 1)
-        return Traffic(VLLMConfig.pressure(state), [(shared, 100)] * max(2, k), at_once=k, warm=shared)
+        return Traffic(VLLMConfig.pressure(state), [(shared, LONG)] * max(2, k), at_once=k, warm=shared)
     if state == "time_outside_engine":
-        return Traffic(VLLMConfig.pressure(state), [(words(30, i), 60) for i in range(max(3, k))], at_once=k)
+        return Traffic(VLLMConfig.pressure(state), [(words(30, i), LONG) for i in range(max(3, k))], at_once=k)
     raise AssertionError(state)
 
 
 async def drive(t: Traffic, thresholds: Optional[Thresholds] = None) -> tuple[Diagnosis, list[CallRecord]]:
     """Serve ``t.config``, send ``t.calls`` with at most ``t.at_once`` open, sample from a thread, diagnose."""
-    with Emulator(timing=TIMING, vllm=t.config) as emu:
+    with Emulator(timing=t.timing, vllm=t.config) as emu:
         client = lkv.AsyncVLLM(emu.base_url, max_retries=0)
         await client.chat.completions.create(messages=messages(t.warm, "warm up"), max_tokens=2)
         doc = Doctor(emu.base_url, records=client.latency, thresholds=thresholds)
@@ -163,7 +169,7 @@ async def test_every_state_at_1_2_and_8_running_sequences(state: str, k: int) ->
 def test_kv_pressure_sync_client_in_threads() -> None:
     """The same KV state (2 running) through the sync client, calls from threads: KV-cache pressure."""
     t = kv_traffic(2)
-    with Emulator(timing=TIMING, vllm=t.config) as emu:
+    with Emulator(timing=t.timing, vllm=t.config) as emu:
         client = lkv.VLLM(emu.base_url, max_retries=0)
         doc = Doctor(emu.base_url, records=client.latency, thresholds=SERVER_ONLY)
         with doc.sampling(0.02), concurrent.futures.ThreadPoolExecutor(t.at_once) as pool:
@@ -177,36 +183,52 @@ def test_kv_pressure_sync_client_in_threads() -> None:
 
 def test_kv_pressure_from_server_metrics_alone_plain_sdk_and_cli() -> None:
     """Plain ``openai.OpenAI`` traffic (no latencykit records) in the 1-running KV state: the CLI,
-    scraping meanwhile, and the API give the same verdict, KV-cache pressure, from the server's metrics."""
+    scraping meanwhile, and the API give the same verdict, KV-cache pressure, from the server's metrics.
+
+    The running sequence is a stream the test closes only once the CLI has answered, so the state
+    (1 running, 3 waiting for memory) lasts as long as a loaded machine needs to start the CLI.
+    """
     cfg = VLLMConfig.pressure("kv_cache_pressure")
     system = system_of(int(cfg.kv_cache_tokens / 1.6), 0)
-    timing = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.003, output_tokens=400)
+    # answers up to 4,000 tokens (the emulator caps them at output_tokens); at 50 tokens/s the held
+    # sequence stays under 0.9 of the cache for ~20 s
+    timing = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.02, output_tokens=4000)
     with Emulator(timing=timing, vllm=cfg) as emu:
         sdk = openai.OpenAI(base_url=emu.base_url + "/v1", api_key="EMPTY", max_retries=0)
-        done = threading.Event()
+        cli_done = threading.Event()
 
-        def load() -> None:
-            # one sequence at a time, ~0.9 s each: 1 running, up to 3 waiting for memory
-            with concurrent.futures.ThreadPoolExecutor(4) as pool:
-                for f in [pool.submit(sdk.chat.completions.create, model="tiny", messages=messages(system, f"q{i}"), max_tokens=300) for i in range(4)]:
-                    f.result()
-            done.set()
+        def hold() -> None:
+            stream = sdk.chat.completions.create(model="tiny", messages=messages(system, "q0"), max_tokens=4000, stream=True)
+            for _ in stream:
+                if cli_done.is_set():
+                    break
+            stream.close()  # frees its KV: the waiting requests run
 
-        loader = threading.Thread(target=load)
-        loader.start()
-        doc = Doctor(emu.base_url)
-        with doc.sampling(0.05):
-            deadline = time.monotonic() + 10
-            while emu.vllm.engine.waiting < 2 and time.monotonic() < deadline:  # the queue has formed
+        def until(ready: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 30
+            while not ready():
+                assert time.monotonic() < deadline, "the emulator never reached the state"
                 time.sleep(0.01)
-            cli = subprocess.run(
-                [sys.executable, "-m", "latencykit.cli", "doctor", "--url", emu.base_url, "--duration", "0.3", "--interval", "0.1", "--json"],
-                capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
-            )  # fmt: skip
-            loader.join()
+
+        doc = Doctor(emu.base_url)
+        with doc.sampling(0.05), concurrent.futures.ThreadPoolExecutor(4) as pool:
+            held = pool.submit(hold)
+            until(lambda: emu.vllm.engine.active == 1)
+            rest = [pool.submit(sdk.chat.completions.create, model="tiny", messages=messages(system, f"q{i}"), max_tokens=8) for i in range(1, 4)]
+            until(lambda: emu.vllm.engine.waiting == 3)
+            try:
+                cli = subprocess.run(
+                    [sys.executable, "-m", "latencykit.cli", "doctor", "--url", emu.base_url, "--duration", "0.3", "--interval", "0.1", "--json"],
+                    capture_output=True, text=True, timeout=120,
+                )  # fmt: skip
+            finally:
+                cli_done.set()
+            held.result()
+            assert all(r.result().choices[0].finish_reason == "length" for r in rest)
         api = doc.diagnose()
-    assert done.is_set() and cli.returncode == 0, cli.stderr
+    assert cli.returncode == 0, cli.stderr
     out = json.loads(cli.stdout)
     assert [f["kind"] for f in out["findings"]] == ["kv_cache_pressure"], cli.stdout
     assert api.kinds == ("kv_cache_pressure",), str(api)
-    assert out["findings"][0]["evidence"]["running"] == 1 and out["findings"][0]["evidence"]["kv_cache_usage"] < 0.9
+    evidence = out["findings"][0]["evidence"]
+    assert evidence["running"] == 1 and evidence["waiting"] == 3 and evidence["kv_cache_usage"] < 0.9, evidence
