@@ -1,136 +1,232 @@
-"""The HTML report: tables plus inline SVG plots (no plotting library needed).
+"""The HTML report: everything the terminal report says, plus inline SVG plots (`_svg`).
 
-Plots: the CDF of headline TTFT and of E2E per cell, TTFT P50/P99 against the load level
-when there are several levels, and a timeline (intended send time against headline TTFT,
-one dot per request) for each cell.
+Sections: the run's configuration (target, traffic, load levels, matrix, seed, emulator timing)
+and environment (versions, machine, start time); per cell the percentile table, throughput,
+goodput per SLO, cache verdicts, TTFT by cache and cold/warm, outcomes, the client's health and
+warnings; then plots — CDFs of TTFT and E2E, latency against achieved throughput across the
+sweep levels (each measured level marked, 95 % confidence bands), a timeline per cell on one
+shared y scale, and the strategy comparison as speed-up bars with their confidence intervals.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ._cell import BenchRun, Cell
-from ._compare import strategy_table
-from ._report import METRIC_NAMES, ms
-from ._stats import QUANTILES, percentiles
+from ._compare import Comparison, strategy_table
+from ._grid import Grid
+from ._report import (
+    baseline_name, cell_slos, comparison_grid, header_text, health_text, metrics_grid, partial_text, rate, split_text,
+    throughput_line,
+)  # fmt: skip
+from ._svg import COLOURS, Series, bars, chart, time_axis
 
 __all__ = ["render_html"]
 
-W, H, PAD = 560, 260, 44
-_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:72em;color:#222}"
+    "table{border-collapse:collapse;margin:.4em 0 1em}td,th{border:1px solid #ccc;padding:2px 8px}"
+    "td{text-align:right}td:first-child,th:first-child{text-align:left}caption{text-align:left;font-weight:600}"
+    ".kv td{text-align:left}.warn{color:#b35900}.bad{color:#b00020;font-weight:600}.dim{color:#666;font-size:90%}"
+    ".plots svg{display:block;margin:1em 0}"
+)
 
 
-def _svg(series: Sequence[tuple[str, Sequence[tuple[float, float]], bool]], title: str, xlabel: str, ylabel: str) -> str:
-    """Lines (or dots) in one chart; x and y in data units, axes from the data."""
-    pts = [p for _, s, _ in series for p in s]
-    if not pts:
-        return ""
-    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
-    y0, y1 = min(0.0, min(p[1] for p in pts)), max(p[1] for p in pts)
-    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + 1)
-
-    def sx(x: float) -> float:
-        return PAD + (x - x0) / (x1 - x0) * (W - 2 * PAD)
-
-    def sy(y: float) -> float:
-        return H - PAD + (y0 - y) / (y1 - y0) * (H - 2 * PAD)
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" role="img"><title>{html.escape(title)}</title>',
-           f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="13">{html.escape(title)}</text>',
-           f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#888"/>',
-           f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{H - PAD}" stroke="#888"/>',
-           f'<text x="{W / 2}" y="{H - 8}" text-anchor="middle" font-size="11">{html.escape(xlabel)}</text>',
-           f'<text x="12" y="{H / 2}" font-size="11" transform="rotate(-90 12 {H / 2})" text-anchor="middle">{html.escape(ylabel)}</text>']  # fmt: skip
-    for i in range(5):
-        xv, yv = x0 + (x1 - x0) * i / 4, y0 + (y1 - y0) * i / 4
-        out.append(f'<text x="{sx(xv):.0f}" y="{H - PAD + 14}" font-size="10" text-anchor="middle">{xv:.3g}</text>')
-        out.append(f'<text x="{PAD - 4}" y="{sy(yv) + 3:.0f}" font-size="10" text-anchor="end">{yv:.3g}</text>')
-    for k, (name, s, dots) in enumerate(series):
-        colour = _COLOURS[k % len(_COLOURS)]
-        if dots:
-            out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="1.6" fill="{colour}"/>' for x, y in s]
-        else:
-            path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s)
-            out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{path}"/>')
-        out.append(f'<text x="{W - PAD}" y="{PAD + 12 * k}" font-size="10" text-anchor="end" fill="{colour}">{html.escape(name)}</text>')
-    out.append("</svg>")
-    return "".join(out)
+def _e(text: Any) -> str:
+    return html.escape(str(text))
 
 
-def _cdf(values: Sequence[float]) -> list[tuple[float, float]]:
+def grid_html(grid: Grid) -> str:
+    """A `Grid` as an HTML table with its title as caption."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in grid.headers)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in grid.rows)
+    return f'<table class="latencykit-bench"><caption>{_e(grid.title)}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _kv(title: str, rows: Sequence[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows if v not in (None, "", [], {}))
+    return f'<table class="kv"><caption>{_e(title)}</caption><tbody>{body}</tbody></table>'
+
+
+def _config_rows(run: BenchRun) -> list[tuple[str, Any]]:
+    cfg = run.config
+    t = cfg.get("target", {})
+    levels = ", ".join(dict.fromkeys(c.level for c in run.cells))
+    matrix = "; ".join(" ".join(f"{k}={v}" for k, v in m.items()) or "baseline" for m in cfg.get("matrix") or [])
+    timing = cfg.get("emulator_timing")
+    return [
+        ("target", f"{t.get('kind')} ({t.get('api')} API), model {t.get('model')}" + (" — EMULATED" if run.emulated else "")),
+        ("server URL", t.get("base_url")),
+        ("traffic", f"replay of {cfg.get('replay')}" if cfg.get("traffic") == "replay" else cfg.get("traffic")),
+        ("requests per cell", cfg.get("request_count", cfg.get("requests"))),
+        ("seed", cfg.get("seed")),
+        ("load levels", levels),
+        ("arrivals", cfg.get("arrivals") if cfg.get("rate") or cfg.get("arrivals") == "recorded" else None),
+        ("duration", f"{cfg['duration']:g} s" if cfg.get("duration") else None),
+        ("warm-up", cfg.get("warmup") or None),
+        ("strategies", matrix),
+        ("labels", ", ".join(f"{k}={v}" for k, v in (cfg.get("labels") or {}).items())),
+        ("workers", cfg.get("workers")),
+        ("thin control share", cfg.get("control") or None),
+        ("custom SLOs", ", ".join(cfg.get("slos") or [])),
+        ("emulator timing", ", ".join(f"{k}={v}" for k, v in timing.items()) if timing else None),
+        ("merged from", cfg.get("merged_from")),
+    ]
+
+
+def _env_rows(run: BenchRun) -> list[tuple[str, Any]]:
+    env = run.env
+    versions = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items() if v)
+    return [("started (UTC)", env.get("started")), ("python", env.get("python")), ("platform", env.get("platform")),
+            ("CPUs", env.get("cpus")), ("versions", versions)]  # fmt: skip
+
+
+def _cell_html(cell: Cell, run: BenchRun) -> str:
+    cfg = run.config
+    tag = "EMULATED " if run.emulated else ""
+    parts = [f"<h3>{_e(tag + cell.key)}{' — PARTIAL' if cell.partial else ''}</h3>"]
+    partial = partial_text(cell, cfg.get("request_count", cfg.get("requests")))
+    if partial:
+        parts.append(f'<p class="bad">{_e(partial)}</p>')
+    parts.append(grid_html(metrics_grid(cell, "percentiles, ms [95% CI]; ~ = too few samples")))
+    parts.append(f"<p>{_e(throughput_line(cell))}</p>")
+    good = cell.goodput(cell_slos(cfg.get("slos") or ()))
+    grid = Grid("goodput (requests meeting each SLO, latency from the intended send)", ("SLO", "attainment", "good req/s"),
+                [(g["slo"], "n/a" if g["attainment"] is None else f"{g['attainment'] * 100:.1f}%", rate(g["good_rps"], ""))
+                 for g in good])  # fmt: skip
+    parts.append(grid_html(grid))
+    lines = []
+    verdicts = cell.verdicts()
+    if verdicts:
+        lines.append("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
+    for key, title in (("cache", "TTFT by cache"), ("cold", "TTFT cold vs warm")):
+        text = split_text(cell, key)
+        if text:
+            lines.append(f"{title}: {text}")
+    if cell.measured:
+        lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {len(cell.measured)} measured)")
+    if cell.first_error and not cell.no_data:
+        lines.append(f"first error: {cell.first_error}")
+    lines += [health_text(cell, h) for h in cell.health]
+    parts += [f"<p>{_e(line)}</p>" for line in lines]
+    if cell.no_data:
+        parts.append(f'<p class="bad">{_e(cell.no_data)}</p>')
+    parts += [f'<p class="warn">warning: {_e(w)}</p>' for w in cell.warnings]
+    return "\n".join(parts)
+
+
+def _ms_values(values: Sequence[Optional[float]]) -> list[float]:
+    return [v * 1000 for v in values if v is not None]
+
+
+def _cdf_points(values: Sequence[float], factor: float) -> list[tuple[float, float]]:
     xs = sorted(values)
     n = len(xs)
     step = max(1, n // 400)
-    pts = [(x * 1000, (i + 1) / n) for i, x in enumerate(xs) if i % step == 0 or i == n - 1]
-    return pts
+    return [(x * factor, (i + 1) / n) for i, x in enumerate(xs) if i % step == 0 or i == n - 1]
 
 
-def _metrics_html(cell: Cell) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("metric", "n", "p50 ms [95% CI]", "p90", "p95", "p99 [95% CI]", "p99.9", "max"))
-    rows = []
-    for metric, name in METRIC_NAMES.items():
-        sk = cell.sketches[metric]
-        if not sk.count:
+def _cdf_chart(run: BenchRun, metric: str, title: str, tag: str) -> str:
+    data = [(c.key, _ms_values([s[metric] for s in c.measured])) for c in run.cells]
+    top = max((max(v) for _, v in data if v), default=0.0)
+    unit, factor = time_axis(top)
+    series = [Series(key, _cdf_points(v, factor)) for key, v in data if v]
+    return chart(series, f"{tag}{title}", f"{metric.upper()} {unit}", "share of requests", x_zero=True)
+
+
+def _load_chart(run: BenchRun, tag: str) -> str:
+    """TTFT P50 and P99 against achieved throughput, one line per strategy across its load levels, the levels
+    marked and labelled, each percentile with its 95 % confidence band."""
+    by_label: dict[str, list[Cell]] = {}
+    for c in run.cells:
+        by_label.setdefault(c.label, []).append(c)
+    if not any(len(v) > 1 for v in by_label.values()):
+        return ""
+    top = max((c.pct("ttft")[0.99].hi or 0.0) * 1000 for c in run.cells)
+    unit, factor = time_axis(top)
+    series = []
+    for k, (label, cells) in enumerate(by_label.items()):
+        rows = []
+        for c in cells:
+            x = c.throughput()["completed_rps"]
+            if x is not None and c.completed:
+                rows.append((x, c))
+        rows.sort(key=lambda r: r[0])
+        if not rows:
             continue
-        ps = percentiles(sk)
-        tds = []
-        for q in QUANTILES:
-            p = ps[q]
-            text = ms(p.value) + (f" [{ms(p.lo, 0)}–{ms(p.hi, 0)}]" if q in (0.5, 0.99) else "")
-            tds.append(f"<td>{'~' if not p.reliable else ''}{text}</td>")
-        rows.append(f"<tr><td>{html.escape(name)}</td><td>{sk.count}</td>{''.join(tds)}<td>{ms(sk.max)}</td></tr>")
-    return f'<table class="latencykit-bench"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        for q, dashed in ((0.5, False), (0.99, True)):
+            pts, band = [], []
+            for x, c in rows:
+                p = c.pct("ttft")[q]
+                if p.value is None:
+                    continue
+                pts.append((x, p.value * 1000 * factor))
+                band.append((x, (p.lo or p.value) * 1000 * factor, (p.hi or p.value) * 1000 * factor))
+            series.append(Series(f"{label} TTFT p{q * 100:g}", pts, "markers", band, [c.level for _, c in rows],
+                                 dashed, COLOURS[k % len(COLOURS)]))  # fmt: skip
+    return chart(series, f"{tag}TTFT vs achieved throughput by load level (95% CI bands)",
+                 "completed requests per second", f"TTFT {unit}")  # fmt: skip
 
 
-def _level_x(cell: Cell) -> Optional[float]:
-    load = cell.load
-    value = load.get("rate") if load.get("mode") == "open" else load.get("concurrency")
-    return float(value) if isinstance(value, (int, float)) else None
+def _timelines(run: BenchRun, tag: str) -> list[str]:
+    """One timeline per cell (TTFT by intended send time), all on the same y scale."""
+    data = [(c, [(float(s["sched"]), s["ttft"] * 1000) for s in c.measured if s["ttft"] is not None]) for c in run.cells]
+    top = max((y for _, pts in data for _, y in pts), default=0.0)
+    if not top:
+        return []
+    unit, factor = time_axis(top)
+    y_max = top * factor
+    return [chart([Series(c.key, [(x, y * factor) for x, y in pts], "dots")], f"{tag}timeline of {c.key}: TTFT by send time",
+                  "seconds since the cell's start", f"TTFT {unit}", y_max=y_max) for c, pts in data if pts]  # fmt: skip
+
+
+def _speedup_rows(rows: Sequence[Comparison]) -> list[tuple[str, Optional[float], Optional[float], Optional[float]]]:
+    out: list[tuple[str, Optional[float], Optional[float], Optional[float]]] = []
+    for r in rows:
+        b, n = r.base, r.new
+        lo = b.lo / n.hi if b.lo is not None and n.hi else None
+        hi = b.hi / n.lo if b.hi is not None and n.lo else None
+        out.append((f"{r.cell}: {r.metric} {r.pct}", r.speedup, lo, hi))
+    return out
+
+
+# Helpers other reports build on (the experiment report): seconds in, milliseconds out, the old call shapes.
+_COLOURS = COLOURS
+
+
+def _cdf(values: Sequence[float]) -> list[tuple[float, float]]:
+    """CDF points (ms, share) of values in seconds."""
+    return _cdf_points([v * 1000 for v in values], 1.0)
+
+
+def _svg(series: Sequence[tuple[str, Sequence[tuple[float, float]], bool]], title: str, xlabel: str, ylabel: str) -> str:
+    """``(name, points, dots)`` series in one `chart` (round ticks, legend outside the data)."""
+    return chart([Series(name, pts, "dots" if dots else "line") for name, pts, dots in series], title, xlabel, ylabel)
 
 
 def render_html(run: BenchRun, standalone: bool = True) -> str:
     """The report as HTML (a whole page, or a fragment for notebooks)."""
     tag = "EMULATED — " if run.emulated else ""
     cfg = run.config
-    parts = [f"<h2>{tag}latencykit bench: {html.escape(str(cfg.get('traffic')))} traffic, target "
-             f"{html.escape(str(cfg.get('target', {}).get('kind')))}</h2>"]  # fmt: skip
-    for cell in run.cells:
-        tp = cell.throughput()
-        parts.append(f"<h3>{html.escape(cell.key)}</h3>{_metrics_html(cell)}")
-        parts.append(f"<p>completed {tp['completed_rps'] or 0:.1f} req/s, {tp['output_tps'] or 0:.0f} output tok/s; "
-                     f"scheduled {cell.scheduled}, unsent {len(cell.unsent_waits)}</p>")  # fmt: skip
-        for w in cell.warnings:
-            parts.append(f'<p style="color:#b35900">warning: {html.escape(w)}</p>')
-    cdf = [(c.key, _cdf([s["ttft"] for s in c.measured if s["ttft"] is not None]), False) for c in run.cells]
-    parts.append(_svg(cdf, f"{tag}CDF of TTFT (from intended send)", "ms", "share of requests"))
-    cdf_e2e = [(c.key, _cdf([s["e2e"] for s in c.measured if s["e2e"] is not None]), False) for c in run.cells]
-    parts.append(_svg(cdf_e2e, f"{tag}CDF of E2E", "ms", "share of requests"))
-    by_label: dict[str, list[Cell]] = {}
-    for c in run.cells:
-        by_label.setdefault(c.label, []).append(c)
-    if any(len(v) > 1 for v in by_label.values()):
-        series: list[tuple[str, Sequence[tuple[float, float]], bool]] = []
-        for label, cells in by_label.items():
-            for q in (0.5, 0.99):
-                pts = [(x, (c.value("ttft", q) or 0) * 1000) for c in cells if (x := _level_x(c)) is not None]
-                series.append((f"{label} p{q * 100:g}", sorted(pts), False))
-        open_loop = run.cells[0].load.get("mode") == "open"
-        parts.append(_svg(series, f"{tag}TTFT vs {'rate' if open_loop else 'concurrency'}", "req/s" if open_loop else "streams", "ms"))
-    for c in run.cells:
-        pts = [(s["sched"], s["ttft"] * 1000) for s in c.measured if s["ttft"] is not None]
-        parts.append(_svg([(c.key, pts, True)], f"{tag}timeline: TTFT by intended send time", "s since start", "TTFT ms"))
+    parts = [f"<h2>{_e(tag)}latencykit bench: {_e(cfg.get('traffic'))} traffic, target {_e(cfg.get('target', {}).get('kind'))}</h2>",
+             f'<p class="dim">{_e(header_text(run))}</p>']  # fmt: skip
+    if run.partial:
+        parts.append(f'<p class="bad">PARTIAL RUN: {_e(run.partial)}</p>')
+    parts.append(_kv("configuration", _config_rows(run)) + _kv("environment", _env_rows(run)))
+    parts += [_cell_html(c, run) for c in run.cells]
+    plots = [_cdf_chart(run, "ttft", "CDF of TTFT (from the intended send)", tag), _cdf_chart(run, "e2e", "CDF of E2E", tag),
+             _load_chart(run, tag), *_timelines(run, tag)]  # fmt: skip
     rows = strategy_table(run)
     if rows:
-        body = "".join(
-            f"<tr><td>{html.escape(r.cell)}</td><td>{r.metric} {r.pct}</td><td>{ms(r.base.value)}</td><td>{ms(r.new.value)}</td>"
-            f"<td>{'-' if r.speedup is None else f'{r.speedup:.2f}×'}</td><td>{'yes' if r.significant else 'no'}</td></tr>"
-            for r in rows
-        )
-        parts.append("<h3>strategy comparison</h3><table><thead><tr><th>cell</th><th>metric</th><th>baseline ms</th>"
-                     f"<th>ms</th><th>speed-up</th><th>beyond noise</th></tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
+        base = baseline_name(run)
+        plots.append(bars(_speedup_rows(rows), f"{tag}speed-up against the baseline cell '{base}' (95% CI)",
+                          "speed-up (baseline / this cell; > 1 is faster)"))  # fmt: skip
+    parts.append('<div class="plots">' + "\n".join(p for p in plots if p) + "</div>")
+    if rows:
+        parts.append(grid_html(comparison_grid(rows, f"strategy comparison against the baseline cell '{baseline_name(run)}'")))
     body = "\n".join(parts)
     if not standalone:
         return f'<div class="latencykit-bench-run">{body}</div>'
-    style = "body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>latencykit bench</title><style>{style}</style></head><body>{body}</body></html>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>latencykit bench</title><style>{_STYLE}</style>"
+            f"</head><body>{body}</body></html>")  # fmt: skip

@@ -16,8 +16,9 @@ from ._grid import Grid, Line, make_console, markdown
 from ._stats import QUANTILES, Pct, parse_slo, percentiles
 
 __all__ = [
-    "METRIC_NAMES", "baseline_name", "comparison_grid", "error_grid", "ms", "pct_text", "print_report", "rate",
-    "report_blocks", "report_json", "report_markdown",
+    "METRIC_NAMES", "baseline_name", "cell_slos", "comparison_grid", "error_grid", "header_text", "health_text",
+    "metrics_grid", "ms", "partial_text", "pct_text", "print_report", "rate", "report_blocks", "report_json",
+    "report_markdown", "split_text", "throughput_line",
 ]  # fmt: skip
 
 METRIC_NAMES = {
