@@ -49,8 +49,7 @@ import latencykit as lk  # noqa: E402
 from latencykit.emulator import Emulator, PromptCache, TimingModel  # noqa: E402
 
 from _cache_shapes import (  # noqa: E402
-    CC, SHAPES, TTL, Clock, measured, oracle_openai, oracle_requests, rare, shape_calls, shape_gap, shape_requests,
-    shape_values,
+    CC, SHAPES, Clock, measured, oracle_openai, oracle_requests, rare, shape_calls, shape_gap, shape_requests, unread_writes,
 )
 
 # Prefill 40 µs/token (≈ 200 ms for a 5k-token prompt), 20 ms base, 5 ms/token decode.
@@ -81,16 +80,6 @@ def run(shape: str, mode: str, calls: int) -> list[lk.CallRecord]:
                 o.chat.completions.create(**req)
                 clock.advance(gap)
             return list(o.latency.calls)
-
-
-def unread_writes(shape: str, records: list[lk.CallRecord], calls: int) -> int:
-    """Calls after the first that wrote to the cache although their system prompt is not sent
-    again within its lifetime (judged where that lifetime ends before the run does)."""
-    values, near = shape_values(shape, calls), int(TTL // shape_gap(shape))
-    return sum(
-        1 for i, r in enumerate(records[: calls - near])
-        if i and (r.cache_write_tokens or 0) > 0 and values[i] not in values[i + 1 : i + 1 + near]
-    )  # fmt: skip
 
 
 def pct(values: list[float], q: float) -> float:
@@ -124,7 +113,8 @@ def main() -> None:
             ttft = [r.ttft for r in recs if r.ttft is not None]
             share = read / oracle if oracle else float("nan")
             hit = sum(r.cache_read_tokens or 0 for r in recs) / total if total else 0.0
-            unread = unread_writes(shape, recs, calls) if rare(shape) and mode in ("planner", "oracle") else None
+            writes = [r.cache_write_tokens or 0 for r in recs]
+            unread = len(unread_writes(shape, writes)) if rare(shape) and mode in ("planner", "oracle") else None
             rows.append((shape, calls, mode, share, hit, unread, statistics.median(ttft) * 1000, pct(ttft, 0.99) * 1000))
     print(f"EMULATED — {args.calls} calls per family (rotating prompts: at least 2k + 5); Anthropic Messages "
           f"(claude-sonnet-5) unless OpenAI; timing {TIMING}")  # fmt: skip

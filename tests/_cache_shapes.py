@@ -142,6 +142,20 @@ def measured(shape: str, calls: int) -> list[int]:
     return out
 
 
+def unread_writes(shape: str, writes: list[int]) -> list[int]:
+    """Calls (after the first) of a rotating shape that wrote to the cache although their system
+    prompt is not sent again within its lifetime; judged where that lifetime ends before the run."""
+    calls = len(writes)
+    values, near = shape_values(shape, calls), int(TTL // shape_gap(shape))
+    return [i for i in range(1, calls - near) if writes[i] and values[i] not in values[i + 1 : i + 1 + near]]
+
+
+def learning_calls(shape: str, calls: int) -> list[int]:
+    """The first sights of a shape's first two prompts: where the planner learns the pace."""
+    values = shape_values(shape, calls)
+    return sorted({v: values.index(v) for v in values}.values())[:2]
+
+
 def _question(i: int) -> dict[str, Any]:
     return {"role": "user", "content": f"Question {i}: what changed in system {i % 7}?"}
 

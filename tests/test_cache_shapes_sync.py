@@ -15,8 +15,8 @@ import latencykit as lk
 from latencykit.emulator import Emulator
 
 from _cache_shapes import (  # noqa: F401
-    SHAPES, TTL, Clock, cemu, count_markers, measured, oracle_openai, oracle_requests, rare, rotation, shape_calls, shape_gap,
-    shape_requests, shape_values, without_markers,
+    SHAPES, Clock, cemu, count_markers, learning_calls, measured, oracle_openai, oracle_requests, rare, rotation, shape_calls,
+    shape_gap, shape_requests, unread_writes, without_markers,
 )
 
 CALLS = 6
@@ -85,7 +85,5 @@ def test_shape_reads_what_the_oracle_reads(cemu: Emulator, shape: str, caplog: p
     if rotation(shape) is not None:
         assert not [r for r in caplog.records if "changes on every call" in r.getMessage()]
     if rare(shape):  # past the first two prompts (where it learns), nothing written that expires unread
-        values, near = shape_values(shape, calls), int(TTL // gap)
-        learning = sorted({v: values.index(v) for v in values}.values())[:2]
-        unread = [i for i in range(calls) if writes[i] and i not in learning and values[i] not in values[i + 1 : i + 1 + near]]
+        unread = [i for i in unread_writes(shape, writes) if i not in learning_calls(shape, calls)]
         assert not unread, (unread, writes)

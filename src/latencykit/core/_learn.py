@@ -6,7 +6,7 @@ text). Comparing them locates the first changed segment, the first changed block
 and, to within 16 characters, where in that block the change starts (chunk prints, made
 once per block content the learner has not seen before and kept in a bounded store).
 
-Two kinds of boundary are learned:
+What is learned:
 
 - a ``tools`` or ``system`` segment whose value *recurs* is static per value (an app serving
   three assistants sends three system prompts in turn): once it has changed, the family
