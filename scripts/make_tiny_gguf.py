@@ -5,7 +5,13 @@ byte-level BPE tokenizer and a ChatML chat template. Needs: pip install gguf num
 
 Usage: python make_tiny_gguf.py OUT.gguf [--n-embd 256] [--n-layer 4] [--n-head 4]
                                  [--n-kv-head 4] [--n-ff 768] [--ctx 8192]
-                                 [--merges 200] [--dtype f16|f32] [--seed 0]
+                                 [--merges 200] [--dtype f16|f32|q8_0|q4_0] [--seed 0]
+
+The weights are drawn in one fixed order (token_embd, output, then block by block) from the
+seed, so the same seed gives the same model in every --dtype (q8_0 and q4_0 quantize it with
+the gguf package's own quantizer, as llama-quantize would), and a model with fewer --n-layer
+is the bigger one truncated: the same embeddings, output and first blocks (a draft model that
+shares the vocabulary, for speculative decoding).
 """
 import argparse
 import collections
@@ -94,7 +100,7 @@ def main():
     ap.add_argument("--n-ff", type=int, default=768)
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--merges", type=int, default=200)
-    ap.add_argument("--dtype", choices=["f16", "f32"], default="f16")
+    ap.add_argument("--dtype", choices=["f16", "f32", "q8_0", "q4_0"], default="f16")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
 
@@ -117,10 +123,15 @@ def main():
     E, L, H, HKV, FF = a.n_embd, a.n_layer, a.n_head, a.n_kv_head, a.n_ff
     hd = E // H
     rng = np.random.default_rng(a.seed)
-    wdt = np.float16 if a.dtype == "f16" else np.float32
+    wdt = np.float32 if a.dtype == "f32" else np.float16
+    quant = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}.get(a.dtype)
 
     def W(rows, cols, std=0.02):   # numpy shape (out, in) == ggml ne [in, out]
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * std).astype(wdt)
+        w32 = rng.standard_normal((rows, cols), dtype=np.float32) * std
+        if quant is None:
+            return w32.astype(wdt), None
+        # the F16 model's values, quantized (as llama-quantize does from an F16 file)
+        return gguf.quants.quantize(w32.astype(np.float16).astype(np.float32), quant), quant
 
     def ones(n):                   # norm weights must stay f32
         return np.ones((n,), dtype=np.float32)
@@ -137,7 +148,8 @@ def main():
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(n_vocab)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if a.dtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    w.add_file_type({"f16": gguf.LlamaFileType.MOSTLY_F16, "f32": gguf.LlamaFileType.ALL_F32,
+                     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[a.dtype])
 
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
@@ -152,20 +164,24 @@ def main():
     w.add_add_eos_token(False)
     w.add_chat_template(CHATML_TEMPLATE)
 
-    w.add_tensor("token_embd.weight", W(n_vocab, E, 1.0))
+    def add(name, pair):
+        data, qtype = pair
+        w.add_tensor(name, data, raw_dtype=qtype) if qtype is not None else w.add_tensor(name, data)
+
+    add("token_embd.weight", W(n_vocab, E, 1.0))
     w.add_tensor("output_norm.weight", ones(E))
-    w.add_tensor("output.weight", W(n_vocab, E))
+    add("output.weight", W(n_vocab, E))
     for i in range(L):
         p = f"blk.{i}."
         w.add_tensor(p + "attn_norm.weight", ones(E))
-        w.add_tensor(p + "attn_q.weight", W(H * hd, E))
-        w.add_tensor(p + "attn_k.weight", W(HKV * hd, E))
-        w.add_tensor(p + "attn_v.weight", W(HKV * hd, E))
-        w.add_tensor(p + "attn_output.weight", W(E, H * hd))
+        add(p + "attn_q.weight", W(H * hd, E))
+        add(p + "attn_k.weight", W(HKV * hd, E))
+        add(p + "attn_v.weight", W(HKV * hd, E))
+        add(p + "attn_output.weight", W(E, H * hd))
         w.add_tensor(p + "ffn_norm.weight", ones(E))
-        w.add_tensor(p + "ffn_gate.weight", W(FF, E))
-        w.add_tensor(p + "ffn_up.weight", W(FF, E))
-        w.add_tensor(p + "ffn_down.weight", W(E, FF))
+        add(p + "ffn_gate.weight", W(FF, E))
+        add(p + "ffn_up.weight", W(FF, E))
+        add(p + "ffn_down.weight", W(E, FF))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -85,9 +85,12 @@ class _Probe:
         return self.loop.run_until_complete(one())
 
     def close(self) -> None:
-        """Close the client and the loop."""
+        """Close the client and the loop (quietly: this runs on the way out of an interrupt too)."""
         try:
             self.loop.run_until_complete(self.sender.aclose())
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        except Exception:  # a loop an interrupt left mid-run; the interrupt is what matters
+            pass
         finally:
             self.loop.close()
 
