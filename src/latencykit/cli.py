@@ -58,9 +58,27 @@ def _timing_defaults() -> dict[str, Any]:
     return {f.name: f.default for f in dataclasses.fields(TimingModel)}
 
 
+def _pressures() -> list[str]:
+    """The emulator's vLLM pressure states (`VLLMConfig.pressure`); empty without the bench extra."""
+    try:
+        from .emulator import PRESSURES
+    except ImportError:
+        return []
+    return sorted(PRESSURES)
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one worth showing (not ``None``, not a flag's ``False``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False) or action.required:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``latencykit``."""
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _Help
     parser = argparse.ArgumentParser(prog="latencykit", description="Fast LLM calls, measured.", formatter_class=fmt)
     parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -80,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--tpot", type=_non_negative, default=timing.get("decode_per_token"), help="decode time per token in seconds")
     emu.add_argument("--output-tokens", type=_positive_int, default=timing.get("output_tokens"), help="tokens per answer")
     emu.add_argument("--tokens-per-chunk", type=_positive_int, default=timing.get("tokens_per_chunk"), help="tokens per streamed chunk")
+    emu.add_argument("--vllm", action="store_true",
+                     help="also act as a vLLM server: emulated /metrics, /v1/models and a toy scheduler (try latencykit doctor on it)")  # fmt: skip
+    emu.add_argument("--pressure", choices=_pressures(), default=None, metavar="STATE",
+                     help="with --vllm, set the scheduler up for one state the doctor names: " + ", ".join(_pressures()))  # fmt: skip
     sem = sub.add_parser("semantic", help="the semantic cache's shared stores", formatter_class=fmt)
     sem_sub = sem.add_subparsers(dest="semantic_command", required=True)
     init = sem_sub.add_parser("init", help="create PgVectorStore's PostgreSQL + pgvector schema (idempotent)", formatter_class=fmt)
@@ -132,14 +154,25 @@ def _run(args: argparse.Namespace) -> None:
             tokens_per_chunk=args.tokens_per_chunk,
             time_scale=args.time_scale,
         )
+        if args.pressure and not args.vllm:
+            raise _UsageError("--pressure sets up the vLLM mode: add --vllm")
+        vllm = None
+        if args.vllm:
+            from .emulator import VLLMConfig
+
+            vllm = VLLMConfig.pressure(args.pressure) if args.pressure else VLLMConfig()
         try:
-            serve(host=args.host, port=args.port, timing=timing, seed=args.seed)
+            serve(host=args.host, port=args.port, timing=timing, seed=args.seed, vllm=vllm)
         except OSError as exc:  # address in use, unknown host, no permission
             raise _ServeError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
 
 
 class _ServeError(Exception):
     """The emulator could not bind (or ``semantic init`` failed); the message is the one line shown to the user."""
+
+
+class _UsageError(Exception):
+    """Flags that do not go together; the message is the one line shown to the user (exit 2)."""
 
 
 def _ignore_unraisable(unraisable: Any) -> None:
@@ -164,6 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _fail(str(exc) if "pip install" in str(exc) else f"{exc}; {_EXTRA_HINT}", EXIT_USAGE)
     except _ServeError as exc:
         return _fail(str(exc))
+    except _UsageError as exc:
+        return _fail(str(exc), EXIT_USAGE)
     return 0
 
 

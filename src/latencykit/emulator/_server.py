@@ -268,15 +268,18 @@ class Emulator:
 
 
 def serve(
-    host: str = "127.0.0.1", port: int = 8000, timing: TimingModel | None = None, seed: int = 0
+    host: str = "127.0.0.1", port: int = 8000, timing: TimingModel | None = None, seed: int = 0,
+    vllm: VLLMConfig | None = None,
 ) -> None:
-    """Run an emulator in the foreground until interrupted (used by `latencykit emulator`).
+    """Run an emulator in the foreground until interrupted (used by `latencykit emulator`); with ``vllm``,
+    in vLLM mode (``/metrics``, ``/v1/models``, the toy scheduler).
 
     ``OSError`` if the address cannot be bound (port in use, unknown host); the
     ``KeyboardInterrupt`` that stops it propagates once the server is stopped.
     """
-    emulator = Emulator(timing=timing, seed=seed, host=host, port=port).start()
-    print(f"latencykit emulator listening on {emulator.base_url}", flush=True)
+    emulator = Emulator(timing=timing, seed=seed, host=host, port=port, vllm=vllm).start()
+    mode = f" (vLLM mode, model {vllm.model}; /metrics is emulated)" if vllm is not None else ""
+    print(f"latencykit emulator listening on {emulator.base_url}{mode}", flush=True)
     try:
         while True:
             time.sleep(3600)

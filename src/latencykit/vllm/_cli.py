@@ -23,7 +23,7 @@ from ..telemetry._recorder import Recorder
 from ._doctor import Doctor, doctor, metrics_url, server_root
 from ._findings import Diagnosis
 
-__all__ = ["add_doctor", "render", "run_doctor"]
+__all__ = ["add_doctor", "is_emulated", "render", "run_doctor"]
 
 _STYLE = {"healthy": "green", "queue_pressure": "yellow", "kv_cache_pressure": "red"}
 
@@ -55,57 +55,94 @@ def _url(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where there is one worth showing (not ``None``, not a flag's ``False``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False) or action.required:
+            return action.help or ""
+        return super()._get_help_string(action) or ""
+
+
 def add_doctor(sub: Any) -> None:
     """Register the ``doctor`` subcommand on ``latencykit``'s subparsers."""
     p = sub.add_parser(
-        "doctor", help="say what limits a vLLM or llama.cpp server (its /metrics)",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "doctor", help="say what limits a vLLM or llama.cpp server (its /metrics)", formatter_class=_Help,
+        description="Scrape a vLLM or llama.cpp server's /metrics and say what limits it. Try it offline against "
+                    "`latencykit emulator --vllm --pressure kv_cache_pressure` (the report then says EMULATED).",
     )  # fmt: skip
-    p.add_argument("--url", required=True, type=_url, help="the server, e.g. http://127.0.0.1:8000 (/v1 and /metrics accepted)")
+    p.add_argument("--url", default="http://127.0.0.1:8000", type=_url,
+                   help="the server (/v1 and /metrics accepted)")  # fmt: skip
     p.add_argument("--duration", type=_duration, default=5.0, help="seconds of scraping per window (0: one scrape, counters since start-up)")
     p.add_argument("--interval", type=_seconds, default=1.0, help="seconds between scrapes")
-    p.add_argument("--model", default=None, help="only this model_name's series (default: all)")
+    p.add_argument("--model", default=None, help="only this model_name's series (default: every model the server serves)")
     p.add_argument("--watch", action="store_true", help="keep scraping and re-diagnosing a rolling window until Ctrl-C")
     p.add_argument("--records", default=None, metavar="FILE", help="the client's call records (JSON Lines from Recorder.to_jsonl) to judge with the metrics")
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (one line per window with --watch)")
 
 
-def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "-" if value is None else str(value)
+_SHARES = ("kv_cache_usage", "hit_rate")
 
 
-def render(diagnosis: Diagnosis, url: str) -> Any:
-    """A rich renderable of ``diagnosis`` (needs rich)."""
+def _number(value: Any, key: str = "") -> str:
+    """Plain decimals, never e-notation: shares (KV-cache usage, hit rates) as percentages, ``n/a`` for no value."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if any(k in key for k in _SHARES):
+        return f"{value * 100:.{3 if 0 < abs(value) < 0.0001 else 2}f} %"
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{value:,.0f}"
+    v = abs(value)
+    digits = 0 if v >= 100 else 1 if v >= 10 else 2 if v >= 1 else 3 if v >= 0.01 else 5
+    return f"{value:,.{digits}f}"
+
+
+def is_emulated(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``url`` is latencykit's emulator (its vLLM mode emulates the metrics): it answers ``/_emulator/lateness``."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{server_root(url)}/_emulator/lateness", timeout=timeout) as resp:
+            return resp.status == 200 and "lateness" in json.loads(resp.read())
+    except Exception:
+        return False
+
+
+def render(diagnosis: Diagnosis, url: str, emulated: bool = False) -> Any:
+    """A rich renderable of ``diagnosis`` (needs rich); ``emulated`` labels the metrics as the emulator's."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.table import Table
 
     w = diagnosis.window
     head = Table.grid(padding=(0, 2))
+    if emulated:
+        head.add_row("metrics", "[bold]EMULATED[/bold] (latencykit emulator, vLLM mode)")
     for key in ("server", "scrapes", "elapsed_s", "kv_cache_usage_max", "running_max", "waiting_max", "preemptions",
                 "generation_tokens_per_s", "prefix_cache_hit_rate", "spec_accepted_per_step", "server_ttft_p50_s",
                 "server_ttft_p95_s", "server_queue_time_p95_s"):  # fmt: skip
-        head.add_row(key, _number(w.get(key)))
+        head.add_row(key, _number(w.get(key), key))
     panels = []
     for f in diagnosis.findings:
-        evidence = ", ".join(f"{k}={_number(v)}" for k, v in f.evidence.items() if v is not None)
+        evidence = ", ".join(f"{k}={_number(v, k)}" for k, v in f.evidence.items() if v is not None)
         style = _STYLE.get(f.kind, "magenta")
         panels.append(Panel(f"{f.title}\n[dim]{evidence}[/dim]\n\n{f.advice}", title=f.kind, border_style=style))
-    return Group(Panel(head, title=f"latencykit doctor — {url}"), *panels)
+    tag = " — EMULATED" if emulated else ""
+    return Group(Panel(head, title=f"latencykit doctor — {url}{tag}"), *panels)
 
 
-def _print(diagnosis: Diagnosis, url: str, as_json: bool = False) -> None:
+def _print(diagnosis: Diagnosis, url: str, as_json: bool = False, emulated: bool = False) -> None:
     if as_json:
-        print(json.dumps({"url": url, **diagnosis.to_dict()}, default=str), flush=True)
+        print(json.dumps({"url": url, "emulated": emulated, **diagnosis.to_dict()}, default=str), flush=True)
         return
     try:
         from rich.console import Console
     except ImportError:
-        print(f"latencykit doctor — {url}\n{diagnosis}", flush=True)
+        print(f"latencykit doctor — {url}{' — EMULATED' if emulated else ''}\n{diagnosis}", flush=True)
         return
-    Console().print(render(diagnosis, url))
+    Console().print(render(diagnosis, url, emulated))
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -117,12 +154,14 @@ def run_doctor(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"latencykit: cannot read records {args.records}: {exc}", file=sys.stderr, flush=True)
         return 1
+    emulated = is_emulated(args.url)
     try:
         if not args.watch:
-            _print(doctor(args.url, duration=args.duration, interval=args.interval, records=records, model=args.model), args.url, args.json)
+            found = doctor(args.url, duration=args.duration, interval=args.interval, records=records, model=args.model)
+            _print(found, args.url, args.json, emulated)
             return 0
         window = max(args.duration, args.interval) + args.interval
-        return _watch(Doctor(args.url, records=records, model=args.model, window=window), args)
+        return _watch(Doctor(args.url, records=records, model=args.model, window=window), args, emulated)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         print(f"latencykit: cannot scrape {page}: {reason}", file=sys.stderr, flush=True)
@@ -132,7 +171,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         return 1
 
 
-def _watch(doc: Doctor, args: argparse.Namespace) -> int:
+def _watch(doc: Doctor, args: argparse.Namespace, emulated: bool = False) -> int:
     live: Any = None
     if not args.json:
         try:
@@ -144,13 +183,13 @@ def _watch(doc: Doctor, args: argparse.Namespace) -> int:
             doc.scrape()
             diagnosis = doc.diagnose()
             if args.json:
-                _print(diagnosis, args.url, as_json=True)
+                _print(diagnosis, args.url, as_json=True, emulated=emulated)
             else:
                 print(diagnosis, flush=True)
             time.sleep(args.interval)
     doc.scrape()
-    with live(render(doc.diagnose(), args.url), refresh_per_second=4) as display:
+    with live(render(doc.diagnose(), args.url, emulated), refresh_per_second=4) as display:
         while True:
             time.sleep(args.interval)
             doc.scrape()
-            display.update(render(doc.diagnose(), args.url))
+            display.update(render(doc.diagnose(), args.url, emulated))
