@@ -88,7 +88,9 @@ class CacheReport:
         if self.tokens_written is None:
             return "unknown"
         if self.writes_unknown:
-            return f"{self.tokens_written:,} (+ unknown for {self.writes_unknown} call{'s' if self.writes_unknown != 1 else ''})"
+            n = self.writes_unknown
+            return (f"{self.tokens_written:,} (+ writes not reported by {n} call{'s' if n != 1 else ''}: "
+                    "OpenAI and llama.cpp report cache reads only)")  # fmt: skip
         return f"{self.tokens_written:,}"
 
     def __str__(self) -> str:
