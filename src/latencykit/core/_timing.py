@@ -119,6 +119,11 @@ class CallTimer:
         if self._terminal_at is None:
             self._terminal_at = self._clock()
 
+    def resume(self) -> None:
+        """The terminal event was not the end: a token followed it (one of ``n`` choices finished
+        while another still streams); the next terminal event ends the call."""
+        self._terminal_at = None
+
     @property
     def gaps(self) -> list[float]:
         """Gaps between token-bearing events, sorted (set when finalized; cleared after the sink ran)."""

@@ -47,11 +47,16 @@ class ChatTap(Tap):
     stops there — so `opened` watches the SSE events for it. Objects that are not
     ``chat.completion.chunk`` (Azure's prompt-filter results, ``object: ""``) reach the
     caller as the raw SDK yields them, but give neither model, id nor the first token.
-    With continuous usage stats (vLLM), a chunk whose ``completion_tokens`` grew carries a
-    token even when its text is empty (a partial UTF-8 character).
+    With continuous usage stats (vLLM: usage on every chunk), a chunk whose ``completion_tokens``
+    grew carries a token even when its text is empty (a partial UTF-8 character). A single
+    usage at the end (DeepSeek, OpenRouter: on the finish chunk or on an empty-delta chunk
+    after it) is no such evidence: its growth counts only when an earlier chunk of the stream
+    carried usage and no choice had finished since the last token. A chunk with content,
+    reasoning or tool arguments after a finish (another of ``n`` choices still streaming)
+    takes the terminal back (`CallTimer.resume`), so E2E never ends before the last token.
     """
 
-    __slots__ = ("hide_usage", "_fresh", "_generated", "_usage_read", "sse")
+    __slots__ = ("hide_usage", "_fresh", "_slow", "_generated", "_usage_read", "_ended_choices", "sse")
     connection_error = openai.APIConnectionError
     api_error = openai.APIError
 
@@ -59,17 +64,21 @@ class ChatTap(Tap):
         super().__init__(timer)
         self.hide_usage = hide_usage
         self._fresh = True
+        self._slow = True
+        """Every chunk takes the full path: before the first chunk and after a finish."""
         self._generated = 0
         self._usage_read = False
+        self._ended_choices: tuple[int, ...] = ()
         self.sse: Any = None
         """The SDK stream's SSE event generator, once its iterator started (see `watch_done`)."""
 
     def new_attempt(self) -> None:
         """Forget the events of an abandoned attempt (and read the next one's model and id)."""
         super().new_attempt()
-        self._fresh = True
+        self._fresh = self._slow = True
         self._generated = 0
         self._usage_read = False
+        self._ended_choices = ()
         self.sse = None
 
     def opened(self, stream: Any) -> None:
@@ -89,7 +98,7 @@ class ChatTap(Tap):
 
     def __call__(self, chunk: Any) -> bool:
         try:  # the commonest chunk first: one piece of text (anything else takes the full path below)
-            if not self._fresh and chunk.usage is None:
+            if not self._slow and chunk.usage is None:
                 choices = chunk.choices
                 if choices and len(choices) == 1:
                     choice = choices[0]
@@ -139,10 +148,14 @@ class ChatTap(Tap):
                 token = _delta_has_token(delta)
             if choice.finish_reason:
                 finished = choice.finish_reason
-        if usage is not None:  # continuous usage stats: the server's own count says what arrived
+        if usage is not None:
             generated = usage.completion_tokens
             if isinstance(generated, int):
-                if generated > self._generated:
+                # The server's own count says what arrived, but only where it counts every
+                # chunk (continuous usage: an earlier chunk carried usage) and the stream is
+                # still generating: a stream's only usage, on its finish chunk or after it,
+                # says nothing about which chunk carried the tokens.
+                if generated > self._generated and self._usage_read and not timer.saw_terminal:
                     token = True
                 self._generated = generated
             if self._usage_read and finished is None and usage.completion_tokens_details is None:
@@ -154,12 +167,19 @@ class ChatTap(Tap):
                 self._usage_read = True
                 apply_openai_chat_usage(rec, usage)
         if token:
+            if timer.saw_terminal:  # a choice finished, another still streams: not the end yet
+                timer.resume()
             timer.token()
         else:
             timer.event(False)
         if finished is not None:
-            rec.finish_reasons = (*rec.finish_reasons, finished)
+            for choice in choices:
+                if choice.finish_reason and choice.index not in self._ended_choices:
+                    # One reason per choice: OpenRouter repeats it on the usage chunk.
+                    self._ended_choices = (*self._ended_choices, choice.index)
+                    rec.finish_reasons = (*rec.finish_reasons, choice.finish_reason)
             timer.terminal()
+        self._slow = timer.saw_terminal
         return True
 
 
