@@ -65,6 +65,12 @@ def fetch_metrics(url: str, timeout: float = 5.0) -> Scrape:
     """GET ``/metrics`` of the server at ``url`` and parse it."""
     with urllib.request.urlopen(metrics_url(url), timeout=timeout) as resp:  # noqa: S310 - the caller's server
         body = resp.read().decode("utf-8", "replace")
+    if body.lstrip()[:1] in ("[", "{"):
+        # trtllm-serve answers /metrics with JSON iteration stats; its Prometheus page is elsewhere.
+        raise ValueError(
+            f"{metrics_url(url)} answered JSON, not Prometheus text (trtllm-serve serves Prometheus at "
+            "/prometheus/metrics: pass that URL)"
+        )
     return Scrape.parse(body)
 
 

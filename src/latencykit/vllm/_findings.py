@@ -8,6 +8,13 @@ and answers ``healthy`` when none holds. The advice is the first source article'
 compute / scheduler pressure (batch more: ``--max-num-seqs``; replicas); speculative decoding
 pays only when drafts are accepted (< 0.5 accepted tokens per step = a poor draft/target
 pairing).
+
+The rules read every engine the reader knows (vLLM, SGLang, TensorRT-LLM, Triton, TGI,
+llama.cpp) where it exposes the evidence; each finding names the engine's own metrics
+(``evidence["metrics"]``) and gives its advice in that engine's vocabulary (`_advice`). A
+finding needs its evidence: no KV-cache finding for TGI or a plain Triton model (no KV usage
+on their pages), no time-outside-the-engine finding where the server has no real TTFT (TGI,
+Triton: Triton's request-duration counters are backend time, not a TTFT).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from functools import cached_property
 from typing import Any, Callable, Optional, Sequence
 
 from ..core._record import CallRecord
+from . import _advice
 from ._kv import KVSnapshot, kv_snapshots
 from ._window import MetricsWindow
 
@@ -29,6 +37,8 @@ KINDS = (
     "weak_speculative_decoding",
     "low_prefix_cache_hit_rate",
     "time_outside_engine",
+    "gpu_memory_near_full",
+    "unknown_engine",
     "healthy",
 )
 """Every ``Finding.kind``, in the order the doctor reports them."""
@@ -62,6 +72,8 @@ class Thresholds:
     """... and this many times the server's is time lost outside the engine."""
     min_calls: int = 3
     """Client records needed before comparing client and server TTFT."""
+    gpu_memory_high: float = 0.95
+    """A GPU with this share of its memory in use (Triton's DCGM gauges) is near full."""
     slot_wait: float = 0.1
     """A call that waited this many seconds longer before its first token than the quickest call
     did (client TTFT minus the server's own per-call TTFT, llama.cpp's ``prompt_ms``), while the
@@ -135,6 +147,17 @@ class Evidence:
     def summary(self) -> dict[str, Any]:
         """The window's figures."""
         return self.window.summary()
+
+    @property
+    def engine(self) -> str:
+        """The engine, Triton split by backend (``"triton-trtllm"``): the advice's vocabulary."""
+        server = self.window.server
+        return "triton-trtllm" if server == "triton" and self.window.last.backend == "tensorrtllm" else server
+
+    def metrics(self, *logical: str) -> Optional[str]:
+        """The engine's own names for ``logical`` that the newest scrape holds, comma-separated."""
+        names = [self.window.last.metric_name(x) for x in logical]
+        return ", ".join(dict.fromkeys(n for n in names if n)) or None
 
     @cached_property
     def kv(self) -> tuple[KVSnapshot, ...]:
@@ -215,7 +238,7 @@ def _kv_bound(ev: Evidence) -> tuple[bool, Optional[KVSnapshot]]:
     lim = ev.limits
     waiting = [k for k in ev.kv if k.waiting >= lim.waiting]
     bound = [k for k in waiting if k.full]
-    queued = bool(waiting) or (ev.window.mean("queue_time") or 0.0) >= lim.queue_time
+    queued = bool(waiting) or (ev.window.queue_time_mean or 0.0) >= lim.queue_time
     if not bound and queued and not any(k.running >= 1 for k in waiting):
         bound = [k for k in ev.kv if k.full and k.running >= 1]
     at = max(bound, key=lambda k: (k.waiting, k.usage)) if bound else None
@@ -229,18 +252,7 @@ def _kv_cache_pressure(ev: Evidence) -> Optional[Finding]:
     if not bound:
         return None
     preempted = w.preemptions or 0.0
-    advice = (
-        "Memory admits no further sequence, so raising --max-num-seqs cannot help. Give the KV "
-        "cache more room: a higher --gpu-memory-utilization, --kv-cache-dtype fp8 (twice the "
-        "tokens in the same memory), quantized weights (FP8/INT8/INT4) to leave it more memory, "
-        "or the model split over more GPUs (--tensor-parallel-size), or add replicas."
-    )
-    if preempted:
-        advice += (
-            " Preempted requests recompute their prompt: until the cache grows, fewer concurrent "
-            "sequences (a lower --max-num-seqs) stop that waste."
-        )
-    advice += " If a few very long requests fill it, a smaller --max-model-len caps them."
+    advice = _advice.kv_pressure(ev.engine, bool(preempted))
     return Finding(
         "kv_cache_pressure",
         "The KV cache cannot hold another sequence: requests wait or are preempted (memory-bound)",
@@ -257,6 +269,7 @@ def _kv_cache_pressure(ev: Evidence) -> Optional[Finding]:
             "swapped_max": w.gauge_max("swapped") or None,
             "kv_cache_tokens": w.kv_cache_tokens,
             "prompt_tokens_mean": w.prompt_tokens_mean,
+            "metrics": ev.metrics("kv_cache_usage", "kv_used_blocks", "waiting", "running", "preemptions", "preempted_now", "swapped"),
         },
         advice,
     )
@@ -266,7 +279,7 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     w, lim = ev.window, ev.limits
     waiting = w.gauge_max("waiting")
     usage = w.gauge_max("kv_cache_usage")
-    queued = w.mean("queue_time")
+    queued = w.queue_time_mean
     slots = slot_queue(ev.records, ev.capacity, lim)
     client_saw = slots is not None and bool(slots.waited)
     if (waiting is None or waiting < lim.waiting) and (queued is None or queued < lim.queue_time) and not client_saw:
@@ -274,10 +287,14 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     if _kv_bound(ev)[0]:
         return None  # that is memory pressure, reported above
     rooms = [k.room for k in ev.kv if k.waiting >= lim.waiting and k.room is not None]
-    llama = w.server == "llamacpp"
+    title = (
+        "Requests queue while the KV cache has room (compute / scheduling-bound)"
+        if w.exposes("kv_cache_usage") and usage is not None
+        else f"Requests queue ({w.server} exposes no KV-cache usage to tell memory from compute)"
+    )
     return Finding(
         "queue_pressure",
-        "Requests queue while the KV cache has room (compute / scheduling-bound)",
+        title,
         {
             "waiting_max": waiting,
             "waiting_mean": w.gauge_mean("waiting"),
@@ -290,21 +307,16 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
             "client_calls_in_flight_max": slots.in_flight_max if slots else None,
             "client_calls_waited_for_slot": len(slots.waited) if slots else None,
             "client_slot_wait_mean_s": slots.wait_mean if slots else None,
+            "batch_token_budget_used_max": w.gauge_max("batch_token_budget_used"),
+            "metrics": ev.metrics("waiting", "running", "kv_cache_usage", "queue_time", "queue_us"),
         },
-        (
-            "All slots are busy and requests are deferred: start llama-server with more slots "
-            "(-np) if memory allows, or add replicas."
-            if llama
-            else "Compute or the scheduler limits this server, not memory: the KV cache holds "
-            "more sequences than run. Batch more: raise --max-num-seqs and "
-            "--max-num-batched-tokens (chunked prefill); or add replicas behind a load balancer."
-        ),
+        _advice.queue_pressure(ev.engine),
     )
 
 
 def _weak_speculative_decoding(ev: Evidence) -> Optional[Finding]:
     w, lim = ev.window, ev.limits
-    drafts = w.delta("spec_drafts")
+    drafts = w.spec_steps
     per_step = w.spec_accepted_per_step
     if not drafts or drafts < lim.spec_min_drafts or per_step is None or per_step >= lim.spec_accepted_per_step:
         return None
@@ -316,11 +328,9 @@ def _weak_speculative_decoding(ev: Evidence) -> Optional[Finding]:
             "spec_acceptance_rate": w.spec_acceptance_rate,
             "spec_drafts": drafts,
             "spec_draft_tokens": w.delta("spec_draft_tokens"),
+            "metrics": ev.metrics("spec_accepted_tokens", "spec_drafts", "spec_accept_length", "spec_accept_rate", "spec_skipped_tokens"),
         },
-        f"Fewer than {lim.spec_accepted_per_step:g} accepted tokens per step: each rejected draft "
-        "costs a verification pass. Use a draft closer to the target (same family, distilled, "
-        "or EAGLE/MTP heads), propose fewer tokens (num_speculative_tokens), or turn "
-        "speculative decoding off for this traffic.",
+        _advice.weak_spec(ev.engine, lim.spec_accepted_per_step),
     )
 
 
@@ -355,6 +365,7 @@ def _low_prefix_cache_hit_rate(ev: Evidence) -> Optional[Finding]:
     else:
         reason = misses.most_common(1)[0][0] if misses else "not_changed_locally"
         advice = "Shared prefixes miss the cache: " + _MISS_ADVICE.get(reason, _MISS_ADVICE["not_changed_locally"]) + "."
+        advice += _advice.prefix_note(ev.engine)
     return Finding(
         "low_prefix_cache_hit_rate",
         "Low prefix-cache hit rate although calls share prefixes",
@@ -366,6 +377,7 @@ def _low_prefix_cache_hit_rate(ev: Evidence) -> Optional[Finding]:
             "client_read_tokens": sum(r.cache_read_tokens or 0 for r in shared),
             "prefix_caching_enabled": enabled,
             "main_miss_reason": reason,
+            "metrics": ev.metrics("prefix_cache_hits", "prefix_cache_queries", "prefix_cache_hit_rate", "prompt_tokens_cached"),
         },
         advice,
     )
@@ -405,14 +417,24 @@ def _time_outside_engine(ev: Evidence) -> Optional[Finding]:
     return Finding(
         "time_outside_engine",
         "Client TTFT far above the server's: time is lost outside the engine",
-        {"client_ttft_mean_s": client, "server_ttft_mean_s": server, "gap_s": gap, "calls": calls},
+        {"client_ttft_mean_s": client, "server_ttft_mean_s": server, "gap_s": gap, "calls": calls, "metrics": ev.metrics("ttft")},
         "The engine answers fast, the caller waits long: look at the network path, a proxy or "
         "gateway queueing requests, TLS and connection set-up (reuse one client), client-side "
         "work before the request is sent or after the bytes arrived (a blocked event loop), and "
-        "the server's own API process: vLLM's TTFT starts only after the prompt was rendered and "
-        "tokenized, so an API server starved of CPU (on a CPU build it shares the cores with the "
-        "engine) loses its time here; give it a core of its own or more API servers "
-        "(--api-server-count).",
+        + _advice.outside_note(ev.engine),
+    )
+
+
+def _gpu_memory_near_full(ev: Evidence) -> Optional[Finding]:
+    w = ev.window
+    share = w.gpu_memory_usage_max()
+    if share is None or share < ev.limits.gpu_memory_high:
+        return None
+    return Finding(
+        "gpu_memory_near_full",
+        "GPU memory is nearly all in use",
+        {"gpu_memory_usage_max": share, "kv_cache_usage_max": w.gauge_max("kv_cache_usage"), "metrics": "nv_gpu_memory_used_bytes, nv_gpu_memory_total_bytes"},
+        _advice.gpu_memory(ev.engine),
     )
 
 
@@ -422,6 +444,7 @@ RULES: tuple[Rule, ...] = (
     _weak_speculative_decoding,
     _low_prefix_cache_hit_rate,
     _time_outside_engine,
+    _gpu_memory_near_full,
 )
 
 
@@ -461,12 +484,24 @@ def diagnose(
             calls_contended=len(slots.contended), calls_waited_for_slot=len(slots.waited),
         )  # fmt: skip
     if not findings:
-        findings = [_healthy(ev, summary)]
+        findings = [_unknown(ev) if window.server == "unknown" else _healthy(ev, summary)]
     return Diagnosis(tuple(findings), summary, client_view)
 
 
+def _unknown(ev: Evidence) -> Finding:
+    names = sorted(ev.window.last.names)
+    return Finding(
+        "unknown_engine",
+        "No metric latencykit knows on this page: it cannot tell whether the server is idle or saturated",
+        {"samples": len(names), "first_names": ", ".join(names[:5]) or None},
+        "Point the doctor at the engine's own metrics endpoint: vLLM, SGLang (--enable-metrics) and "
+        "TGI serve /metrics on their API port, Triton on port 8002, trtllm-serve at "
+        "/prometheus/metrics (with return_perf_metrics), llama-server with --metrics.",
+    )
+
+
 def _healthy(ev: Evidence, summary: dict[str, Any]) -> Finding:
-    evidence = {k: summary[k] for k in ("kv_cache_usage_max", "waiting_max", "prefix_cache_hit_rate", "spec_accepted_per_step")}
+    evidence = {k: summary[k] for k in ("kv_cache_usage_max", "waiting_max", "prefix_cache_hit_rate", "spec_accepted_per_step", "not_exposed")}
     advice = "No action needed."
     enabled = ev.window.last.prefix_caching_enabled
     if enabled is False and (ev.window.prefix_cache_queried_tokens or 0) > 0 and not ev.records:

@@ -6,6 +6,12 @@ delta, as in PromQL's ``increase``). Gauges (KV-cache usage, running and waiting
 requests) are instantaneous, so the window keeps every scrape and reports their mean and
 maximum over it. Server-side percentiles come from histogram bucket deltas and are exact
 only to a bucket's width; means (``sum / count``) are exact.
+
+Each engine says the same things differently (`_names`); the window reads them into one set of
+figures (`fields`): what the engine has no metric for is "not exposed by <engine>", never 0.
+Triton's microsecond counters give a queue-time mean and a *backend* request-time mean; the
+latter is never a TTFT or an E2E (for a decoupled, streaming model it stops when the backend
+returns, not when the stream ends).
 """
 
 from __future__ import annotations
@@ -13,8 +19,24 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from ._metrics import Histogram, Scrape
+from ._names import exposed_by
 
-__all__ = ["MetricsWindow"]
+__all__ = ["FIELDS", "MetricsWindow"]
+
+FIELDS: dict[str, frozenset[str]] = {
+    "kv_cache_usage": frozenset({"kv_cache_usage", "kv_used_blocks"}),
+    "running": frozenset({"running"}),
+    "waiting": frozenset({"waiting"}),
+    "preemptions": frozenset({"preemptions", "preempted_now", "swapped"}),
+    "spec_accepted_per_step": frozenset({"spec_drafts", "spec_accept_length", "spec_skipped_tokens"}),
+    "prefix_cache_hit_rate": frozenset({"prefix_cache_hits", "prefix_cache_hit_rate", "prompt_tokens_cached"}),
+    "server_ttft_mean_s": frozenset({"ttft"}),
+    "server_queue_time_mean_s": frozenset({"queue_time", "queue_us"}),
+    "server_e2e_mean_s": frozenset({"e2e"}),
+    "gpu_memory_usage": frozenset({"gpu_memory_total_bytes"}),
+}
+"""The figures the doctor judges, and the logical metrics (`_names`) any one of which makes an
+engine expose the figure."""
 
 
 class MetricsWindow:
@@ -43,8 +65,18 @@ class MetricsWindow:
 
     @property
     def server(self) -> str:
-        """``"vllm"``, ``"llamacpp"`` or ``"unknown"``."""
+        """The engine (`Scrape.server`): ``"vllm"``, ``"sglang"``, ``"trtllm"``, ``"triton"``, ``"tgi"``,
+        ``"llamacpp"`` or ``"unknown"``."""
         return self.last.server
+
+    def exposes(self, field: str) -> bool:
+        """Whether the engine has a metric for ``field`` (a key of `FIELDS`) at all."""
+        return bool(FIELDS[field] & exposed_by(self.server, self.last.backend))
+
+    @property
+    def not_exposed(self) -> tuple[str, ...]:
+        """The `FIELDS` the engine has no metric for, in `FIELDS` order."""
+        return tuple(f for f in FIELDS if not self.exposes(f))
 
     # -- counters --------------------------------------------------------------------------
     def delta(self, logical: str) -> Optional[float]:
@@ -108,18 +140,91 @@ class MetricsWindow:
 
     @property
     def spec_acceptance_rate(self) -> Optional[float]:
-        """Accepted draft tokens / proposed draft tokens in the window."""
-        return self._ratio(self.delta("spec_accepted_tokens"), self.delta("spec_draft_tokens"))
+        """Accepted draft tokens / proposed draft tokens in the window (SGLang: its
+        ``spec_accept_rate`` gauge, mean over the scrapes where speculation ran)."""
+        rate = self._ratio(self.delta("spec_accepted_tokens"), self.delta("spec_draft_tokens"))
+        if rate is None:
+            rates = [v for v in self._gauges("spec_accept_rate") if v > 0]
+            rate = sum(rates) / len(rates) if rates else None
+        return rate
 
     @property
     def spec_accepted_per_step(self) -> Optional[float]:
-        """Mean accepted draft tokens per verification step (vLLM's mean acceptance length − 1)."""
-        return self._ratio(self.delta("spec_accepted_tokens"), self.delta("spec_drafts"))
+        """Mean accepted draft tokens per verification step: vLLM's and llama.cpp's accepted /
+        drafts (vLLM's mean acceptance length − 1); SGLang's and TensorRT-LLM's acceptance-length
+        gauges minus the bonus token (mean over the scrapes where speculation ran, a gauge of 0
+        being speculation off); TGI's speculated tokens per request over its decode steps per
+        request (generated − speculated)."""
+        per_step = self._ratio(self.delta("spec_accepted_tokens"), self.delta("spec_drafts"))
+        if per_step is not None:
+            return per_step
+        lengths = [v for v in self._gauges("spec_accept_length") if v > 0]
+        if lengths:
+            return max(0.0, sum(lengths) / len(lengths) - 1.0)
+        skipped, generated = self.histogram("spec_skipped_tokens"), self.histogram("request_generation_tokens")
+        if skipped is not None and skipped.sum > 0 and generated is not None and generated.sum > skipped.sum:
+            return skipped.sum / (generated.sum - skipped.sum)
+        return None
+
+    @property
+    def spec_steps(self) -> Optional[float]:
+        """How much speculative decoding the window holds: drafts (vLLM, llama.cpp), else generated
+        tokens while an acceptance gauge or TGI's speculated tokens say it ran."""
+        drafts = self.delta("spec_drafts")
+        if drafts is not None:
+            return drafts
+        if self.spec_accepted_per_step is None:
+            return None
+        generated = self.histogram("request_generation_tokens")
+        return self.delta("generation_tokens") or (generated.sum if generated is not None else None)
 
     @property
     def preemptions(self) -> Optional[float]:
-        """Requests preempted (KV blocks taken back) during the window."""
-        return self.delta("preemptions")
+        """Requests preempted (KV blocks taken back) during the window: vLLM's counter; where an
+        engine has only a gauge of requests held back now (SGLang's retracted, TensorRT-LLM's
+        paused requests), the most any scrape saw."""
+        counted = self.delta("preemptions")
+        return counted if counted is not None else self.gauge_max("preempted_now")
+
+    @property
+    def queue_time_mean(self) -> Optional[float]:
+        """Mean server-side queue time, seconds: the queue-time histogram's mean, or Triton's
+        ``nv_inference_queue_duration_us`` over its finished requests."""
+        mean = self.mean("queue_time")
+        return mean if mean is not None else self._us_per_request("queue_us")
+
+    @property
+    def backend_request_mean(self) -> Optional[float]:
+        """Triton's ``nv_inference_request_duration_us`` per finished request, seconds: time inside
+        the backend only. For a decoupled (streaming) model it ends when the backend returns, not
+        when the stream does, so it is neither a TTFT nor an E2E."""
+        return self._us_per_request("backend_request_us")
+
+    def _us_per_request(self, logical: str) -> Optional[float]:
+        us, done = self.delta(logical), self.delta("requests_finished")
+        return us / done / 1e6 if us is not None and done else None
+
+    def gpu_memory_usage_max(self) -> Optional[float]:
+        """The fullest GPU's used / total memory at any scrape (Triton's DCGM gauges)."""
+        values = [v for v in (s.gpu_memory_usage() for s in self.scrapes) if v is not None]
+        return max(values) if values else None
+
+    def fields(self) -> dict[str, Any]:
+        """The doctor's figures (`FIELDS`): a number, ``None`` where the engine has the metric but
+        the page does not hold it, or ``"not exposed by <engine>"``."""
+        values = {
+            "kv_cache_usage": self.gauge_max("kv_cache_usage"),
+            "running": self.gauge_max("running"),
+            "waiting": self.gauge_max("waiting"),
+            "preemptions": self.preemptions,
+            "spec_accepted_per_step": self.spec_accepted_per_step,
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate,
+            "server_ttft_mean_s": self.mean("ttft"),
+            "server_queue_time_mean_s": self.queue_time_mean,
+            "server_e2e_mean_s": self.mean("e2e"),
+            "gpu_memory_usage": self.gpu_memory_usage_max(),
+        }
+        return {k: (v if self.exposes(k) else f"not exposed by {self.server}") for k, v in values.items()}
 
     # -- histograms ------------------------------------------------------------------------
     def histogram(self, logical: str) -> Optional[Histogram]:
@@ -183,6 +288,7 @@ class MetricsWindow:
         """The window's figures as a plain dict (``None`` where the server does not say)."""
         return {
             "server": self.server,
+            "not_exposed": ", ".join(self.not_exposed) or None,
             "elapsed_s": self.elapsed,
             "scrapes": len(self.scrapes),
             "kv_cache_usage_max": self.gauge_max("kv_cache_usage"),
@@ -204,6 +310,9 @@ class MetricsWindow:
             "server_ttft_p95_s": self.quantile("ttft", 0.95),
             "server_itl_mean_s": self.mean("itl"),
             "server_itl_p95_s": self.quantile("itl", 0.95),
-            "server_queue_time_mean_s": self.mean("queue_time"),
+            "server_queue_time_mean_s": self.queue_time_mean,
             "server_queue_time_p95_s": self.quantile("queue_time", 0.95),
+            "server_e2e_mean_s": self.mean("e2e"),
+            "server_backend_request_mean_s": self.backend_request_mean,
+            "gpu_memory_usage_max": self.gpu_memory_usage_max(),
         }
