@@ -213,3 +213,13 @@ def test_ctrl_c_with_workers_leaves_no_worker(slow_emulator: Emulator, tmp_path:
     run = BenchRun.load(tmp_path / "w.json")
     assert run.partial and 1 <= len(run.cells[0].samples) < 400
     _no_process_left(pgid)
+
+
+def test_doctor_numbers_are_plain_decimals() -> None:
+    """KV-cache usage and hit rates read as percentages, small seconds as decimals: never 7.82e-05."""
+    from latencykit.vllm._cli import _number
+
+    assert _number(7.82e-05, "kv_cache_usage_max") == "0.008 %"
+    assert _number(0.4312, "prefix_cache_hit_rate") == "43.12 %"
+    assert _number(0.000123, "server_ttft_p50_s") == "0.00012" and _number(1234.5, "generation_tokens_per_s") == "1,234"
+    assert _number(None, "waiting_max") == "n/a" and _number(3, "running_max") == "3"
