@@ -183,7 +183,7 @@ def vllm_server(tiny_hf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Write what the tests measured (cold/warm TTFT, TPOT vs server, doctor output) for the CI log."""
     if REPORT:
-        path = CACHE / "real-servers-report.json"
+        path = CACHE / os.environ.get("LK_REAL_SERVERS_REPORT", "real-servers-report.json")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(REPORT, indent=2, default=str))
