@@ -26,7 +26,7 @@ import pytest
 from latencykit.core._record import CallRecord
 from latencykit.vllm import Doctor, MetricsWindow, fetch_metrics
 
-from .conftest import CACHE, REPO, REPORT, Server, _free_port, _stop, unavailable
+from .conftest import ASKED, CACHE, REPO, REPORT, Server, _free_port, _stop, unavailable
 
 PYTRITON_VERSION = "0.7.0"
 TRITON_PY = CACHE / f"venv-pytriton-{PYTRITON_VERSION}" / "bin" / "python"
@@ -36,6 +36,8 @@ PREFILL, DECODE, WORDS = 0.2, 0.02, 8
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """tritonserver with the ``echo`` model; yields the server (HTTP URL) and its metrics URL."""
+    if not ASKED:
+        unavailable("triton", "not requested")
     if not TRITON_PY.exists():
         unavailable("triton", f"no nvidia-pytriton venv at {TRITON_PY.parent.parent}")
     http, grpc, metrics = _free_port(), _free_port(), _free_port()
