@@ -148,10 +148,15 @@ async def respond(
             return resp
         await resp.write(b"".join(fmt.error() if fault == "error" else fmt.finish()))
         await resp.write_eof()
-    except (asyncio.CancelledError, ConnectionError):
-        # The client went away (aiohttp cancels the handler, or a write fails): stop generating now.
+    except asyncio.CancelledError:
+        # The client went away and aiohttp cancelled the handler: stop generating now.
         stats.connections_closed_early += 1
         raise
+    except ConnectionError:
+        # A write failed because the client went away: stop generating, and end the handler
+        # quietly (raised, aiohttp logs "Error handling request" with a traceback on stderr).
+        stats.connections_closed_early += 1
+        return resp
     finally:
         stats.active_streams -= 1
     return resp
