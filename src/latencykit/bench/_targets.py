@@ -2,8 +2,10 @@
 
 Targets: ``emulator`` (in-process by default, or ``--base-url`` of a running one),
 ``anthropic`` and ``openai`` (keys from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``), and
-``openai-compatible`` / ``vllm`` / ``llamacpp`` with ``--base-url`` (any server speaking the
-OpenAI chat API; ``OPENAI_API_KEY`` if set). The model defaults to the server's first
+``openai-compatible`` / ``vllm`` / ``llamacpp`` / ``sglang`` / ``tgi`` / ``triton`` (Triton's
+OpenAI-compatible frontend) / ``trtllm`` (trtllm-serve) with ``--base-url`` (any server speaking
+the OpenAI chat API; ``OPENAI_API_KEY`` if set; per-chunk usage asked of vLLM, SGLang and
+trtllm-serve, which honour ``continuous_usage_stats``). The model defaults to the server's first
 ``/v1/models`` entry there.
 """
 
@@ -18,7 +20,7 @@ from ._traffic import TrafficRequest
 
 __all__ = ["TARGETS", "Observed", "TargetSpec", "anthropic_body", "is_emulator", "openai_body", "resolve_target"]
 
-TARGETS = ("emulator", "anthropic", "openai", "openai-compatible", "vllm", "llamacpp")
+TARGETS = ("emulator", "anthropic", "openai", "openai-compatible", "vllm", "llamacpp", "sglang", "tgi", "triton", "trtllm")
 Api = Literal["openai", "anthropic"]
 
 _DEFAULT_MODELS = {"openai": "gpt-5-mini", "anthropic": "claude-sonnet-5"}
@@ -109,7 +111,7 @@ def resolve_target(
         return TargetSpec(kind, "openai", _v1(base_url) if base_url else None, model, key, bool(per_chunk_usage), False)
     if not base_url:
         raise ValueError(f"target {kind} needs --base-url (e.g. http://127.0.0.1:8000)")
-    chunk_usage = (kind == "vllm") if per_chunk_usage is None else per_chunk_usage
+    chunk_usage = (kind in ("vllm", "sglang", "trtllm")) if per_chunk_usage is None else per_chunk_usage
     return TargetSpec(kind, "openai", _v1(base_url), model, env.get("OPENAI_API_KEY") or "EMPTY", chunk_usage, bool(exact_output))
 
 

@@ -80,7 +80,7 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
                                 epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     g = p.add_argument_group("target")
     g.add_argument("--target", choices=TARGETS, default="emulator", help="default: the in-process emulator")
-    g.add_argument("--base-url", help="server URL (openai-compatible, vllm, llamacpp; or a running emulator)")
+    g.add_argument("--base-url", help="server URL (openai-compatible, vllm, llamacpp, sglang, tgi, triton, trtllm; or a running emulator)")
     g.add_argument("--model", help="model name (default: emulator's, or the server's first /v1/models entry)")
     g.add_argument("--api", choices=("openai", "anthropic"), help="API spoken to the emulator (default openai)")
     g.add_argument("--per-chunk-usage", action=argparse.BooleanOptionalAction, default=None,

@@ -1,4 +1,4 @@
-"""Self-hosted backends: vLLM and llama.cpp clients, a ``/metrics`` reader, and a doctor.
+"""Self-hosted engines: vLLM, SGLang, TGI, Triton, TensorRT-LLM and llama.cpp clients, a ``/metrics`` reader, and a doctor.
 
 ```python
 import latencykit.vllm as lkv
@@ -7,10 +7,12 @@ client = lkv.VLLM("http://127.0.0.1:8000")          # a latencykit.OpenAI; model
 client.chat.completions.create(messages=[{"role": "user", "content": "hi"}], max_tokens=16)
 client.latency.last.extra["tokens_per_step"]         # per call, from continuous usage stats
 print(lkv.doctor("http://127.0.0.1:8000", records=client.latency))  # what limits the server
+sg = lkv.Server("http://127.0.0.1:30000", engine="sglang")   # SGLang, TGI, Triton, trtllm-serve presets
+print(sg.doctor())                                           # reads sglang:* names, advises --max-running-requests
 ```
 
 What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
-`AsyncLlamaCpp`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
+`AsyncLlamaCpp`, `Server`, `AsyncServer`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
 `Histogram`; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
 `doctor`, `Diagnosis`, `Finding`, `Thresholds`, `slot_queue`). It imports the core, the providers and
 the telemetry Recorder, never the emulator or the bench. See ``docs/self-hosted.md``.
@@ -26,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 from ._doctor import Doctor, adoctor, doctor, fetch_metrics, fetch_slots, metrics_url
 from ._findings import KINDS, Diagnosis, Finding, SlotQueue, Thresholds, diagnose, slot_queue
 from ._metrics import Histogram, Scrape, parse_metrics
+from ._presets import PRESETS, EnginePreset
 from ._window import MetricsWindow
 
 if TYPE_CHECKING:
-    from ._clients import VLLM, AsyncLlamaCpp, AsyncVLLM, LlamaCpp, anthropic_client, async_anthropic_client
+    from ._clients import VLLM, AsyncLlamaCpp, AsyncServer, AsyncVLLM, LlamaCpp, Server, anthropic_client, async_anthropic_client
 
-_CLIENTS = frozenset({"VLLM", "AsyncVLLM", "LlamaCpp", "AsyncLlamaCpp", "anthropic_client", "async_anthropic_client"})
+_CLIENTS = frozenset({"VLLM", "AsyncVLLM", "LlamaCpp", "AsyncLlamaCpp", "Server", "AsyncServer", "anthropic_client", "async_anthropic_client"})
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +51,10 @@ __all__ = [
     "AsyncVLLM",
     "LlamaCpp",
     "AsyncLlamaCpp",
+    "Server",
+    "AsyncServer",
+    "PRESETS",
+    "EnginePreset",
     "anthropic_client",
     "async_anthropic_client",
     "Scrape",

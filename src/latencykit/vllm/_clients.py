@@ -1,4 +1,5 @@
-"""latencykit clients for self-hosted OpenAI-compatible servers: vLLM and llama.cpp's llama-server.
+"""latencykit clients for self-hosted OpenAI-compatible servers: vLLM, llama.cpp's llama-server,
+and (`Server` with ``engine=``) SGLang, TGI, Triton's OpenAI-compatible frontend and trtllm-serve.
 
 They *are* `latencykit.OpenAI` / `latencykit.AsyncOpenAI` clients (so ``openai.OpenAI``
 ones): every call streams and is recorded in ``client.latency``. On top:
@@ -15,6 +16,10 @@ ones): every call streams and is recorded in ``client.latency``. On top:
   ``slots()`` reads ``/slots``.
 * ``metrics()`` scrapes ``/metrics``; ``doctor()`` diagnoses the server with this client's
   own records.
+* `Server` / `AsyncServer` (``engine="sglang" | "tgi" | "triton" | "trtllm" | "vllm" | "llamacpp"``):
+  the same client with the engine's preset (`_presets`): its default URL, where its metrics
+  are (Triton's own port, trtllm-serve's ``/prometheus/metrics``; ``metrics_url=`` overrides),
+  and whether it honours ``continuous_usage_stats``.
 """
 
 from __future__ import annotations
@@ -37,9 +42,10 @@ from ..providers.openai import AsyncOpenAI, OpenAI
 from ._doctor import Doctor, fetch_metrics, server_root
 from ._findings import Diagnosis, Thresholds
 from ._metrics import Scrape
+from ._presets import preset
 from ._taps import LlamaTap, StepTap
 
-__all__ = ["AsyncLlamaCpp", "AsyncVLLM", "LlamaCpp", "VLLM", "anthropic_client", "async_anthropic_client"]
+__all__ = ["AsyncLlamaCpp", "AsyncServer", "AsyncVLLM", "LlamaCpp", "Server", "VLLM", "anthropic_client", "async_anthropic_client"]
 
 
 def _chat_api(tap: Callable[[CallTimer, bool], Tap]) -> OpenAIApi:
@@ -84,6 +90,9 @@ class _SelfHosted:
     """Environment prefix: ``<PREFIX>_BASE_URL`` and ``<PREFIX>_API_KEY``."""
     _lkv_model: Optional[str]
     _lkv_continuous: bool
+    _lkv_metrics: Optional[str] = None
+    """Where the metrics page is, when not ``/metrics`` on the API server (`Server` presets)."""
+    _lkv_engine: str = "vllm"
     base_url: Any
 
     def __init__(
@@ -107,6 +116,7 @@ class _SelfHosted:
         """The SDK's ``copy()`` / ``with_options()``, keeping the model and usage-stats choice."""
         new = getattr(super(), "copy")(*args, **kwargs)
         new._lkv_model, new._lkv_continuous = self._lkv_model, self._lkv_continuous
+        new._lkv_metrics, new._lkv_engine, new._lkv_api = self._lkv_metrics, self._lkv_engine, self._lkv_api
         return new
 
     with_options = copy
@@ -116,20 +126,25 @@ class _SelfHosted:
         """``http://host:port`` of the server (no ``/v1``)."""
         return server_root(str(self.base_url))
 
+    @property
+    def metrics_url(self) -> str:
+        """The server's metrics page (``/metrics`` on the API server unless the engine keeps it elsewhere)."""
+        return self._lkv_metrics or self.server_url + "/metrics"
+
     def metrics(self, timeout: float = 5.0) -> Scrape:
-        """Scrape the server's ``/metrics`` once."""
-        return fetch_metrics(self.server_url, timeout)
+        """Scrape the server's metrics page once."""
+        return fetch_metrics(self.metrics_url, timeout)
 
     def doctor(self, *, duration: float = 5.0, interval: float = 1.0, thresholds: Optional[Thresholds] = None) -> Diagnosis:
         """`latencykit.vllm.doctor` on this server, with this client's records."""
         from ._doctor import doctor
 
         recorder = getattr(self, "latency")
-        return doctor(self.server_url, duration=duration, interval=interval, records=recorder, model=self._lkv_model, thresholds=thresholds)
+        return doctor(self.metrics_url, duration=duration, interval=interval, records=recorder, model=self._lkv_model, thresholds=thresholds)
 
     def doctor_for(self, window: float = 60.0) -> Doctor:
         """A `Doctor` on this server fed with this client's records (sample it yourself)."""
-        return Doctor(self.server_url, records=getattr(self, "latency"), model=self._lkv_model, window=window)
+        return Doctor(self.metrics_url, records=getattr(self, "latency"), model=self._lkv_model, window=window)
 
     def slots(self, timeout: float = 5.0) -> Any:
         """llama-server's ``GET /slots`` (per-slot state) as parsed JSON."""
@@ -244,6 +259,51 @@ class AsyncLlamaCpp(_AsyncSelfHosted, AsyncOpenAI):
     _lkv_continuous_default = False
     _lkv_default_url = "http://127.0.0.1:8080"
     _lkv_env = "LLAMACPP"
+
+
+class _Preset:
+    """What `Server` and `AsyncServer` add: the engine's preset, chosen per instance."""
+
+    def _lkv_preset(self, engine: str, base_url: Any, metrics_url: Optional[str]) -> None:
+        chosen = preset(engine)
+        if metrics_url is not None and not (isinstance(metrics_url, str) and metrics_url.startswith(("http://", "https://"))):
+            raise ValueError(f"metrics_url must be an http(s) URL or None, got {metrics_url!r}")
+        self._lkv_engine = chosen.engine
+        self._lkv_api = _LLAMA_CHAT if chosen.engine == "llamacpp" else _VLLM_CHAT
+        self._lkv_continuous_default = chosen.continuous_usage
+        self._lkv_default_url = chosen.default_url
+        self._lkv_env = chosen.env
+        root = server_root(str(base_url or os.environ.get(chosen.env + "_BASE_URL") or chosen.default_url))
+        self._lkv_metrics = metrics_url or (None if chosen.metrics == "/metrics" else chosen.metrics_url(root))
+
+    @property
+    def engine(self) -> str:
+        """The engine this client was made for (``"sglang"``, ``"tgi"``, ...)."""
+        return self._lkv_engine
+
+
+class Server(_Preset, _SyncSelfHosted, OpenAI):
+    """A `latencykit.OpenAI` client for a self-hosted engine, set up by its preset (`_presets`).
+
+    ``Server(base_url=None, *, engine="vllm", metrics_url=None, api_key=None, model=None,
+    continuous_usage=None, **openai_kwargs)``: ``engine`` is ``"sglang"``, ``"tgi"``, ``"triton"``
+    (Triton's OpenAI-compatible frontend), ``"trtllm"`` (trtllm-serve), ``"vllm"`` or
+    ``"llamacpp"``; ``base_url`` defaults to ``$<ENGINE>_BASE_URL`` or the engine's usual port;
+    ``metrics_url`` overrides where the doctor scrapes; ``continuous_usage`` defaults to what the
+    engine honours. The model comes from ``GET /v1/models`` when not given.
+    """
+
+    def __init__(self, base_url: Any = None, *, engine: str = "vllm", metrics_url: Optional[str] = None, **kwargs: Any) -> None:
+        self._lkv_preset(engine, base_url, metrics_url)
+        super().__init__(base_url, **kwargs)
+
+
+class AsyncServer(_Preset, _AsyncSelfHosted, AsyncOpenAI):
+    """Async `Server`."""
+
+    def __init__(self, base_url: Any = None, *, engine: str = "vllm", metrics_url: Optional[str] = None, **kwargs: Any) -> None:
+        self._lkv_preset(engine, base_url, metrics_url)
+        super().__init__(base_url, **kwargs)
 
 
 def anthropic_client(base_url: Optional[str] = None, *, api_key: Optional[str] = None, **kwargs: Any) -> Anthropic:
