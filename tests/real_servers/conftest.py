@@ -73,14 +73,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_ready(server: Server, timeout: float) -> None:
+def _wait_ready(server: Server, timeout: float, path: str = "/health") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.proc.poll() is not None:
             tail = server.log.read_text(errors="replace")[-3000:]
             pytest.fail(f"{server.name} exited with {server.proc.returncode} before it was ready:\n{tail}", pytrace=False)
         try:
-            with urllib.request.urlopen(server.url + "/health", timeout=2) as resp:
+            with urllib.request.urlopen(server.url + path, timeout=2) as resp:
                 if resp.status == 200:
                     return
         except OSError:

@@ -26,7 +26,7 @@ import pytest
 from latencykit.core._record import CallRecord
 from latencykit.vllm import Doctor, MetricsWindow, fetch_metrics
 
-from .conftest import ASKED, CACHE, REPO, REPORT, Server, _free_port, _stop, unavailable
+from .conftest import ASKED, CACHE, REPO, REPORT, Server, _free_port, _stop, _wait_ready, unavailable
 
 PYTRITON_VERSION = "0.7.0"
 TRITON_PY = CACHE / f"venv-pytriton-{PYTRITON_VERSION}" / "bin" / "python"
@@ -49,18 +49,8 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     server = Server("triton", f"http://127.0.0.1:{http}", "echo", proc, log)
     t0 = time.monotonic()
     try:
-        while True:  # the server answers /v2/health/ready before pytriton has loaded the model
-            if proc.poll() is not None:
-                pytest.fail(f"triton exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}", pytrace=False)
-            try:
-                with urllib.request.urlopen(server.url + "/v2/models/echo/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() - t0 > 180:
-                pytest.fail(f"triton not ready after 180 s:\n{log.read_text(errors='replace')[-3000:]}", pytrace=False)
-            time.sleep(0.25)
+        # the server answers /v2/health/ready before pytriton has loaded the model: wait for the model
+        _wait_ready(server, 180, path="/v2/models/echo/ready")
         REPORT["triton_startup_s"] = round(time.monotonic() - t0, 1)
         yield server, f"http://127.0.0.1:{metrics}"
     finally:
