@@ -49,8 +49,7 @@ _KV = {
         "weights built into the engine (trtllm-build), the model over more GPUs, or more replicas.",
         " Paused requests are evicted and resumed later: until the cache grows, a lower "
         "max_batch_size stops that churn.",
-        " If a few very long requests fill it, a smaller max_tokens_in_paged_kv_cache share per "
-        "request (a lower max_seq_len at build time) caps them.",
+        " If a few very long requests fill it, a lower max_seq_len when the engine is built caps them.",
     ),
 }
 

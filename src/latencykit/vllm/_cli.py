@@ -1,4 +1,5 @@
-"""``latencykit doctor --url URL [--watch]``: what limits a vLLM / llama.cpp server, on the terminal.
+"""``latencykit doctor --url URL [--watch]``: what limits a self-hosted server (vLLM, SGLang, TGI,
+Triton, TensorRT-LLM, llama.cpp), on the terminal.
 
 One window (``--duration`` seconds of scrapes every ``--interval``; ``0``: one scrape, counters
 since start-up) and its findings, or with ``--watch`` a live rich display re-diagnosing a
@@ -67,8 +68,9 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 def add_doctor(sub: Any) -> None:
     """Register the ``doctor`` subcommand on ``latencykit``'s subparsers."""
     p = sub.add_parser(
-        "doctor", help="say what limits a vLLM or llama.cpp server (its /metrics)", formatter_class=_Help,
-        description="Scrape a vLLM or llama.cpp server's /metrics and say what limits it. Try it offline against "
+        "doctor", help="say what limits a self-hosted LLM server (vLLM, SGLang, TGI, Triton, TensorRT-LLM, llama.cpp; its metrics)", formatter_class=_Help,
+        description="Scrape a vLLM, SGLang, TGI, Triton (its metrics port, e.g. :8002), trtllm-serve (/prometheus/metrics) "
+                    "or llama.cpp server's metrics and say what limits it. Try it offline against "
                     "`latencykit emulator --vllm --pressure kv_cache_pressure` (the report then says EMULATED).",
     )  # fmt: skip
     p.add_argument("--url", default="http://127.0.0.1:8000", type=_url,
@@ -81,7 +83,7 @@ def add_doctor(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (one line per window with --watch)")
 
 
-_SHARES = ("kv_cache_usage", "hit_rate")
+_SHARES = ("kv_cache_usage", "hit_rate", "gpu_memory_usage")
 
 
 def _number(value: Any, key: str = "") -> str:
@@ -120,10 +122,13 @@ def render(diagnosis: Diagnosis, url: str, emulated: bool = False) -> Any:
     head = Table.grid(padding=(0, 2))
     if emulated:
         head.add_row("metrics", "[bold]EMULATED[/bold] (latencykit emulator, vLLM mode)")
-    for key in ("server", "scrapes", "elapsed_s", "kv_cache_usage_max", "running_max", "waiting_max", "preemptions",
+    for key in ("server", "not_exposed", "scrapes", "elapsed_s", "kv_cache_usage_max", "running_max", "waiting_max", "preemptions",
                 "generation_tokens_per_s", "prefix_cache_hit_rate", "spec_accepted_per_step", "server_ttft_p50_s",
                 "server_ttft_p95_s", "server_queue_time_p95_s"):  # fmt: skip
         head.add_row(key, _number(w.get(key), key))
+    for key in ("server_backend_request_mean_s", "gpu_memory_usage_max"):  # Triton's: shown where the engine has them
+        if w.get(key) is not None:
+            head.add_row(key, _number(w.get(key), key))
     panels = []
     for f in diagnosis.findings:
         evidence = ", ".join(f"{k}={_number(v, k)}" for k, v in f.evidence.items() if v is not None)

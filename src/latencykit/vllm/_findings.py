@@ -159,6 +159,11 @@ class Evidence:
         names = [self.window.last.metric_name(x) for x in logical]
         return ", ".join(dict.fromkeys(n for n in names if n)) or None
 
+    @property
+    def kv_usage_names(self) -> tuple[str, ...]:
+        """The logical metrics KV usage was read from: the usage itself, or used and max blocks."""
+        return ("kv_cache_usage",) if self.window.last.metric_name("kv_cache_usage") else ("kv_used_blocks", "kv_max_blocks")
+
     @cached_property
     def kv(self) -> tuple[KVSnapshot, ...]:
         """The window's scrapes judged for KV room (`latencykit.vllm._kv`)."""
@@ -269,7 +274,7 @@ def _kv_cache_pressure(ev: Evidence) -> Optional[Finding]:
             "swapped_max": w.gauge_max("swapped") or None,
             "kv_cache_tokens": w.kv_cache_tokens,
             "prompt_tokens_mean": w.prompt_tokens_mean,
-            "metrics": ev.metrics("kv_cache_usage", "kv_used_blocks", "waiting", "running", "preemptions", "preempted_now", "swapped"),
+            "metrics": ev.metrics(*ev.kv_usage_names, "waiting", "running", "preemptions", "preempted_now", "swapped"),
         },
         advice,
     )
