@@ -126,6 +126,7 @@ def test_real_trtllm_serve_docs_page_reads_histograms_and_lacks_gauges() -> None
     assert f["kv_cache_usage"] is None and f["running"] is None and f["gpu_memory_usage"] == NOT + "trtllm"
     assert s.counter("requests_finished") == 155
     assert d.kinds == ("queue_pressure",) and "--max_batch_size" in d.findings[0].advice  # 0.21 s mean queue time
+    assert "this page holds no KV-cache usage" in d.findings[0].title  # trtllm-serve has one; this page lacks it
 
 
 # -- hand-written pressure pages -----------------------------------------------------------------------

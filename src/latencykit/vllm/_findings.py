@@ -292,11 +292,12 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     if _kv_bound(ev)[0]:
         return None  # that is memory pressure, reported above
     rooms = [k.room for k in ev.kv if k.waiting >= lim.waiting and k.room is not None]
-    title = (
-        "Requests queue while the KV cache has room (compute / scheduling-bound)"
-        if w.exposes("kv_cache_usage") and usage is not None
-        else f"Requests queue ({w.server} exposes no KV-cache usage to tell memory from compute)"
-    )
+    if usage is not None:
+        title = "Requests queue while the KV cache has room (compute / scheduling-bound)"
+    elif w.exposes("kv_cache_usage"):
+        title = "Requests queue (this page holds no KV-cache usage to tell memory from compute)"
+    else:
+        title = f"Requests queue ({w.server} exposes no KV-cache usage to tell memory from compute)"
     return Finding(
         "queue_pressure",
         title,
