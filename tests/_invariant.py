@@ -9,11 +9,14 @@ token"); they share no code with the taps they check.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterable
+
+import yaml
 
 from _replay import recorded_body, sse_events
 
-__all__ = ["STREAMS", "NOT_STREAMS", "wire_body", "payloads", "token_events", "assert_invariant"]
+__all__ = ["STREAMS", "is_stream", "wire_body", "payloads", "token_events", "assert_invariant"]
 
 STREAMS: dict[str, str] = {
     "anthropic-stream-cache-write.yaml": "anthropic",
@@ -40,19 +43,18 @@ STREAMS: dict[str, str] = {
 }
 """Every recorded stream under ``fixtures/recorded`` and the API it speaks."""
 
-NOT_STREAMS = {
-    "anthropic-nonstream-cache-read-and-write-modern.yaml", "anthropic-nonstream-cache-read-newest.yaml",
-    "anthropic-nonstream-cache-read.yaml", "anthropic-nonstream-cache-write-newest.yaml",
-    "anthropic-nonstream-cache-write.yaml", "openai-nonstream-cache-hit.yaml", "openai-nonstream-cache-miss.yaml",
-    "vllm-metrics-v0-gpu-cache-usage.yaml", "vllm-metrics-v1-families-datadog-fixture.yaml",
-    "real-latencykit-anthropic-vs-vllm-cpu.txt", "real-latencykit-vs-llama-server.txt",
-    "real-latencykit-vs-vllm-cpu-specdec.txt", "real-latencykit-vs-vllm-cpu.txt", "real-llama-server-metrics-midload.txt",
-    "real-llama-server-metrics.txt", "real-llama-server-slots-midload.json", "real-llama-server-slots.json",
-    "real-vllm-cpu-metrics-midload.txt", "real-vllm-cpu-metrics.txt",
-}  # fmt: skip
-"""Recordings that are no event stream: JSON answers to non-streamed requests (latencykit
-always streams, so they cannot be replayed to it), ``/metrics`` and ``/slots`` pages, and
-reports of what latencykit measured (checked by `test_record_invariant_sync`)."""
+
+
+def is_stream(path: Path) -> bool:
+    """Whether a recording is an event stream (SSE, or a vercel chunk file); the others are JSON
+    answers to non-streamed requests (latencykit always streams, so they cannot be replayed to
+    it), ``/metrics`` and ``/slots`` pages, and reports of what latencykit measured."""
+    if path.suffix == ".yaml":
+        doc = yaml.safe_load(path.read_text())
+        kind = str(doc.get("response_content_type") or "") + str(doc.get("response_format") or "")
+        return "event-stream" in kind or "chunks.txt" in kind
+    return path.suffix == ".txt" and any(line.startswith("data: {") for line in path.read_text().splitlines())
+
 
 _CHUNK = "chat.completion.chunk"
 

@@ -1,10 +1,11 @@
 """Chat Completions: the chunk tap, the accumulator, and the observed ``chat.completions`` resources.
 
 ``chat.completions.create(stream=False)`` is sent as a stream and reassembled
-(``ChatCompletionStreamState``) into the exact ``ChatCompletion``. Chat streams always ask
-for ``stream_options.include_usage``; when the caller did not, the usage-only chunk is
-hidden. ``chat.completions.stream()`` and ``.parse()`` go through the SDK's own helpers,
-which call the observed ``create``.
+(``ChatCompletionStreamState``) into the exact ``ChatCompletion``. Chat streams ask for
+``stream_options.include_usage``; when the caller did not, the usage-only chunk is hidden —
+except on a server that sends it unasked, which gets the caller's request as written
+(`_usage_habit` learns which servers do). ``chat.completions.stream()`` and ``.parse()`` go
+through the SDK's own helpers, which call the observed ``create``.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from ..core._errors import EndedEarly
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
 from ..core._usage import apply_openai_chat_usage
-from ._calls import raw_response_requested
+from ._calls import given, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
 from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, create_call, enter_helper
 from ._tap import Tap
+from ._usage_habit import HIDDEN, NOT_ASKED, UNASKED, UNVERIFIED, UsageProbe, habits_for, may_probe
 
 __all__ = [
     "ChatTap", "ChatAccumulator", "CHAT", "ObservedCompletions", "AsyncObservedCompletions", "ObservedChat",
-    "AsyncObservedChat", "observed_beta", "async_observed_beta", "chat_request", "on_completion", "completion_from_state",
+    "AsyncObservedChat", "observed_beta", "async_observed_beta", "chat_request", "chat_api", "on_completion",
+    "completion_from_state",
 ]  # fmt: skip
 
 
@@ -54,15 +57,22 @@ class ChatTap(Tap):
     carried usage and no choice had finished since the last token. A chunk with content,
     reasoning or tool arguments after a finish (another of ``n`` choices still streaming)
     takes the terminal back (`CallTimer.resume`), so E2E never ends before the last token.
+
+    ``hide_usage``: the usage-only chunk is latencykit's (the caller did not ask) and is kept
+    from the caller; ``usage_verified``: the server is known to send it only when asked;
+    ``probe``: the request went without ``include_usage``, and the end of the stream tells
+    whether the server sends that chunk unasked (`_usage_habit`).
     """
 
-    __slots__ = ("hide_usage", "_fresh", "_slow", "_generated", "_usage_read", "_ended_choices", "sse")
+    __slots__ = ("hide_usage", "usage_verified", "probe", "_fresh", "_slow", "_generated", "_usage_read", "_ended_choices", "sse")
     connection_error = openai.APIConnectionError
     api_error = openai.APIError
 
-    def __init__(self, timer: CallTimer, hide_usage: bool) -> None:
+    def __init__(self, timer: CallTimer, hide_usage: bool, probe: Optional[UsageProbe] = None, usage_verified: bool = False) -> None:
         super().__init__(timer)
         self.hide_usage = hide_usage
+        self.usage_verified = usage_verified
+        self.probe = probe
         self._fresh = True
         self._slow = True
         """Every chunk takes the full path: before the first chunk and after a finish."""
@@ -95,6 +105,10 @@ class ChatTap(Tap):
         sse, self.sse = self.sse, None  # the generator may hold the stream: no cycle kept
         if sse is not None and (sse.ag_frame if isinstance(sse, types.AsyncGeneratorType) else sse.gi_frame) is not None:
             self.timer.terminal()
+        probe = self.probe
+        if probe is not None and self.timer.saw_terminal:  # a whole stream, and no usage-only chunk
+            self.probe = None
+            probe.saw(False)
 
     def __call__(self, chunk: Any) -> bool:
         try:  # the commonest chunk first: one piece of text (anything else takes the full path below)
@@ -126,7 +140,16 @@ class ChatTap(Tap):
                 apply_openai_chat_usage(rec, usage)
                 timer.event(False)
                 timer.terminal()  # the usage-only chunk comes last, after every choice finished
-                return not self.hide_usage
+                probe = self.probe
+                if probe is not None:  # nobody asked for it: the raw SDK shows it too
+                    self.probe = None
+                    probe.saw(True)
+                    rec.extra["usage_chunk"] = UNASKED
+                    return True
+                if self.hide_usage:
+                    rec.extra["usage_chunk"] = HIDDEN if self.usage_verified else UNVERIFIED
+                    return False
+                return True
         elif not choices:
             timer.event(False)
             return True
@@ -295,9 +318,10 @@ class ChatAccumulator:
     """Folds chunks into the ``ChatCompletion`` a non-streaming call returns (SDK stream state).
 
     Like the SDK's own helper, objects that are not ``chat.completion.chunk`` (Azure's
-    prompt-filter results) are skipped. Server extras on later chunks (llama.cpp's
-    ``timings`` on the usage chunk) are kept in the result's ``model_extra``, where a
-    non-streaming response has them; the SDK's state keeps only the first chunk's.
+    prompt-filter results) are skipped, and a server extra on the first chunk keeps the first
+    chunk's value (the Hugging Face router's ``sla_metrics``, on every chunk) as in the SDK's
+    final completion. Extras the first chunk lacks (llama.cpp's ``timings`` on the usage
+    chunk) are added from later chunks, where a non-streaming response has them.
     """
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
@@ -305,6 +329,8 @@ class ChatAccumulator:
             input_tools=kwargs.get("tools", openai.omit), response_format=kwargs.get("response_format", openai.omit)
         )
         self._fed = False
+        self._first: frozenset[str] = frozenset()
+        """The extras of the first chunk (the SDK's snapshot keeps their values)."""
         self._extras: dict[str, Any] = {}
 
     def feed(self, chunk: Any) -> None:
@@ -312,10 +338,13 @@ class ChatAccumulator:
         if getattr(chunk, "object", _CHUNK) != _CHUNK:
             return
         self._state.handle_chunk(chunk)
+        extra = chunk.model_extra
         if self._fed:
-            extra = chunk.model_extra
             if extra:
-                self._extras.update((k, v) for k, v in extra.items() if v is not None)
+                first = self._first
+                self._extras.update((k, v) for k, v in extra.items() if v is not None and k not in first)
+        else:
+            self._first = frozenset(extra or ())
         self._fed = True
 
     def snapshot(self) -> Optional[ChatCompletion]:
@@ -338,13 +367,64 @@ CHAT = OpenAIApi(
     on_completion,
     lambda client: client.chat.completions,
 )
+"""Chat Completions as latencykit always plans it: ``include_usage`` added, its chunk hidden."""
+
+
+class _UsagePlan:
+    """One Chat call's request and tap, planned by what its server does with the usage-only
+    chunk when nobody asks (`_usage_habit`). The caller who asked, or a call that is not
+    streamed to the caller, is planned as `CHAT` plans it."""
+
+    __slots__ = ("habits", "url", "host", "mode")
+
+    def __init__(self, client: Any) -> None:
+        self.habits = habits_for(client._lk.recorder)
+        base = client.base_url
+        self.url = str(base)
+        self.host = str(base.host)
+        self.mode: Optional[str] = None
+
+    def request(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        opts = kwargs.get("stream_options")
+        caller_opts = opts if isinstance(opts, dict) else {}
+        if caller_opts.get("include_usage") or not (given(kwargs.get("stream")) and kwargs["stream"]):
+            return chat_request(kwargs)
+        sends = self.habits.sends_unasked(self.url, self.host)
+        if sends is False:
+            self.mode = HIDDEN
+        elif sends or (may_probe(self.host, caller_opts) and self.habits.start_probe(self.url)):
+            # The server sends the usage unasked, or this call finds out whether it does: the
+            # request goes as the caller wrote it.
+            self.mode = NOT_ASKED
+            return {**kwargs, "stream": True}, False
+        else:
+            self.mode = UNVERIFIED
+        return chat_request(kwargs)
+
+    def tap(self, timer: CallTimer, hide: bool) -> ChatTap:
+        mode = self.mode
+        if not hide or mode is None:
+            return ChatTap(timer, hide)
+        if mode == NOT_ASKED:
+            timer.record.extra["usage_chunk"] = NOT_ASKED
+            return ChatTap(timer, False, probe=UsageProbe(self.habits, self.url))
+        return ChatTap(timer, True, usage_verified=mode == HIDDEN)
+
+
+def chat_api(client: Any) -> OpenAIApi:
+    """Chat Completions for one call of ``client``: `CHAT`, but knowing whether the client's
+    server sends the usage-only chunk unasked."""
+    plan = _UsagePlan(client)
+    return OpenAIApi(CHAT.name, plan.request, plan.tap, ChatAccumulator, on_completion, CHAT.target)
+
+
 class ObservedCompletions(Completions):
     """``client.chat.completions`` that always streams and times every call."""
 
     def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return super().create(**kwargs)
-        return create_call(CHAT, self, Completions.create, kwargs)
+        return create_call(chat_api(self._client), self, Completions.create, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
         return wrap_manager(super().stream(**kwargs), enter_helper)
@@ -362,7 +442,7 @@ class AsyncObservedCompletions(AsyncCompletions):
     async def create(self, **kwargs: Any) -> Any:
         if raw_response_requested(kwargs):
             return await super().create(**kwargs)
-        return await acreate_call(CHAT, self, AsyncCompletions.create, kwargs)
+        return await acreate_call(chat_api(self._client), self, AsyncCompletions.create, kwargs)
 
     def stream(self, **kwargs: Any) -> Any:
         return wrap_async_manager(super().stream(**kwargs), aenter_helper)
