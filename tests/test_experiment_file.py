@@ -93,7 +93,7 @@ def test_args_expand_to_tokens_and_a_model_path_stays_one(tmp_path: Path) -> Non
         (('shape = "chat"', 'replay = "missing.jsonl"'), "traffic.replay: no such file"),
         (('shape = "chat"', 'shape = "chit-chat"'), "traffic must be one of"),
         (("[server]", '[server]\nready = "health"'), "server.ready: must be a path starting with '/'"),
-        (("[server]", '[server]\ntarget = "tgi"'), "server.target: must be one of"),
+        (("[server]", '[server]\ntarget = "no-such-engine"'), "server.target: must be one of"),
         (('name = "b"', 'name = "b c"'), "strategy[2].name: give a name"),
     ],
 )

@@ -17,36 +17,14 @@ from typing import Any, Iterator
 import pytest
 from rich.console import Console
 
+from _procs import alive, marked
+
 from latencykit.bench import BenchRun, ExperimentRun, experiment, gate_runs
 from latencykit.emulator import Emulator, TimingModel
 
 HERE = Path(__file__).resolve().parent
 HELPER = f"{{python}} {HERE / '_exp_server.py'} --port {{port}} {{args}}"
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "100"}
-
-
-def marked() -> set[int]:
-    """PIDs of live processes an experiment started (``LATENCYKIT_EXPERIMENT`` in their environment)."""
-    out = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{name}/environ").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"LATENCYKIT_EXPERIMENT=" in env and state != "Z":
-            out.add(int(name))
-    return out
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -67,6 +45,8 @@ def _check_state(out: Path) -> None:
 @pytest.mark.slow
 def test_the_readme_emulator_experiment_runs_under_a_minute(tmp_path: Path, no_leftovers: None) -> None:
     """The README's two commands: the table printed, claims judged, answers agree, a run file bench takes."""
+    readme = (HERE.parent / "README.md").read_text()
+    assert "$ latencykit experiment --example emulator > emulator.toml\n$ latencykit experiment emulator.toml" in readme
     ex = subprocess.run([sys.executable, "-m", "latencykit.cli", "experiment", "--example", "emulator"],
                         capture_output=True, text=True, env=ENV, check=True)  # fmt: skip
     (tmp_path / "emulator.toml").write_text(ex.stdout)
@@ -77,7 +57,7 @@ def test_the_readme_emulator_experiment_runs_under_a_minute(tmp_path: Path, no_l
     assert res.returncode == 0, res.stdout + res.stderr
     assert elapsed < 60, f"took {elapsed:.0f} s"
     out = res.stdout
-    for text in ("EMULATED", "TTFT P50", "TPOT P50", "E2E P99", "goodput", "claim", "ready", "RSS", "exact", "continuous-batching"):
+    for text in ("EMULATED", "TTFT P50", "TPOT P50", "E2E P99", "goodput", "claim", "ready", "RSS", "exact", "batching"):
         assert text in out, text
     assert "✓" in out and "✗" in out  # the example has claims met and one missed
     run = ExperimentRun.load(tmp_path / "run" / "experiment.json")

@@ -63,7 +63,7 @@ def gib(v: Optional[float]) -> str:
 
 
 def _table(title: str, columns: Sequence[str], caption: str = "") -> Table:
-    t = Table(title=title, title_justify="left", caption=caption or None, caption_justify="left", box=box.SIMPLE_HEAD,
+    t = Table(title=escape(title), title_justify="left", caption=escape(caption) or None, caption_justify="left", box=box.SIMPLE_HEAD,
               pad_edge=False)  # fmt: skip
     for i, name in enumerate(columns):
         t.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)
@@ -119,11 +119,11 @@ def cost_table(run: ExperimentRun) -> Table:
                "request; 1st/warm: ms, that request's TTFT, then the same request's after the traffic (median of 3); "
                "RSS, GPU: MiB, peak of the server's process tree; exact, agree (prefix/edit): answers against the "
                "baseline's") + (f"; GPU {notes[0]}" if notes else "")  # fmt: skip
-    t = _table("cold start, memory, quality", cols, escape(caption))
+    t = _table("cold start, memory, quality", cols, caption)
     for s in sorted(run.strategies, key=lambda x: x.name != run.baseline):
         q = s.quality
         f, w = s.median("first_ttft_s"), s.median("warm_ttft_s")
-        cold = "-" if f is None else f"{short_ms(f)}/{short_ms(w)}"
+        cold = "-" if f is None else f"{f * 1000:.0f}/" + ("-" if w is None else f"{w * 1000:.0f}")
         gpu = s.gpu_peak()
         if q is None or q.exact_match is None:
             exact, agree = "-", "-"
@@ -152,7 +152,7 @@ def print_experiment(run: ExperimentRun, console: Optional[Console] = None) -> N
     target = cfg.get("target") or {}
     loads = ", ".join(sorted({c.level for c in run.bench.cells})) or "-"
     console.print(f"latencykit experiment — {head}{len(run.strategies)} strategies, baseline {run.baseline}; traffic "
-                  f"{cfg.get('traffic')} ×{cfg.get('requests')} seed {cfg.get('seed')}, warm-up {cfg.get('warmup')}, "
+                  f"{cfg.get('traffic')} ×{cfg.get('request_count') or cfg.get('requests')} seed {cfg.get('seed')}, warm-up {cfg.get('warmup')}, "
                   f"load {loads}; target {target.get('kind')} (model {target.get('model')})", highlight=False)  # fmt: skip
     console.print(latency_table(run))
     console.print(load_table(run))
@@ -188,6 +188,8 @@ def _metrics_line(m: dict[str, Any]) -> str:
     for key, name, fmt in (("prefix_cache_hit_rate", "prefix-cache hit rate", "{:.0%}"),
                            ("spec_acceptance_rate", "spec acceptance", "{:.0%}"),
                            ("spec_accepted_per_step", "accepted per step", "{:.2f}"),
+                           ("spec_draft_tokens", "drafted tokens", "{:,.0f}"),
+                           ("spec_accepted_tokens", "accepted tokens", "{:,.0f}"),
                            ("kv_cache_usage_max", "KV usage max", "{:.1%}"), ("running_max", "running max", "{:g}"),
                            ("waiting_max", "waiting max", "{:g}"), ("generation_tokens_per_s", "gen tok/s", "{:,.0f}"),
                            ("preemptions", "preemptions", "{:g}")):  # fmt: skip

@@ -144,7 +144,10 @@ class _Scraper:
             return {"error": self.error or "fewer than two scrapes"}
         from ..vllm import MetricsWindow
 
-        out: dict[str, Any] = MetricsWindow(self.scrapes).summary()
+        window = MetricsWindow(self.scrapes)
+        out: dict[str, Any] = window.summary()
+        for key in ("spec_draft_tokens", "spec_accepted_tokens"):  # counts: the rate alone hides "drafted nothing"
+            out.setdefault(key, window.delta(key))
         if self.error:
             out["error"] = self.error
         return out
