@@ -26,11 +26,15 @@
    adds a sentence-transformers model with and without the number guard.
 4. TTFT of a miss vs a hit through the real Anthropic SDK and the local emulator
    (the miss latency is EMULATED; the hit never leaves the process).
+5. ``--store pgvector`` (or ``redis``): instead of 1-4, the stores at scale — PgVectorStore
+   on a PostgreSQL + pgvector started here, against MemoryStore and RedisStore in the same
+   run, at ``--sizes`` entries in one partition and in 1000 (``benchmarks/semantic_stores.py``).
 
     python benchmarks/semantic.py                  # everything, hashed embedder
     python benchmarks/semantic.py --minilm         # + all-MiniLM-L6-v2 (needs sentence-transformers)
     python benchmarks/semantic.py -n 20000 --skip-e2e
     python benchmarks/semantic.py --skip-lookup --skip-e2e     # precision/recall only
+    python benchmarks/semantic.py --store pgvector --sizes 10000,100000
 """
 
 from __future__ import annotations
@@ -220,7 +224,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--skip-lookup", action="store_true")
     ap.add_argument("--skip-e2e", action="store_true")
     ap.add_argument("--e2e-calls", type=int, default=20)
-    args = ap.parse_args(argv)
+    ap.add_argument("--store", choices=("memory", "redis", "pgvector"), default="memory", help="redis/pgvector: the stores at scale (5.)")
+    args, rest = ap.parse_known_args(argv)
+    if args.store != "memory":
+        import semantic_stores
+
+        given = sys.argv[1:] if argv is None else list(argv)
+        queries = ["--queries", str(args.queries)] if any(a.startswith("--queries") for a in given) else []  # else its own default (1000)
+        semantic_stores.main(["--dim", str(args.dim), "--seed", str(args.seed), *queries, *rest])
+        return
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if not args.skip_lookup:
         lookup_bench(args.n, args.dim, args.queries, args.seed)
     vectors: dict[int, Any] = {}

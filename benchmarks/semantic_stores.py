@@ -14,7 +14,8 @@ entry (hits), half random (misses), at threshold 0.86:
 PostgreSQL + pgvector is started here on 127.0.0.1 (``tests/_pg_server.py``: the ``pgserver``
 wheel, or ``$LATENCYKIT_PG_BIN``) unless ``--dsn`` is given. Its tables are filled with binary
 COPY and the HNSW index is built after the load (``m``, ``ef_construction``; its build time is
-printed); ``ef_search`` is swept on the one-partition table. The 1000-partition tables hold
+printed); ``ef_search`` is swept on the one-partition table, and up to 100k entries the same
+partition is also scanned exactly (200 lookups), for comparison. The 1000-partition tables hold
 ≤ ``exact_limit`` rows per partition, so their lookups take the exact branch: their HNSW index
 is not built (it is never consulted). redis-server is started here when installed. Skipped,
 with the reason printed: MemoryStore in one partition above 100k (each add scans the partition
@@ -22,6 +23,8 @@ for a duplicate), Redis in one partition above 100k (a lookup reads the whole pa
 
     python benchmarks/semantic.py --store pgvector                  # the same as:
     python benchmarks/semantic_stores.py --sizes 10000,100000
+    python benchmarks/semantic_stores.py --sizes 100000 --layouts 1 --stores pgvector --ef-search 100,200,400,1000 --queries 500
+    python benchmarks/semantic_stores.py --sizes 1000000 --layouts 1000   # what docs/semantic.md shows
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from latencykit.semantic import MemoryStore, PgVectorStore, RedisStore  # noqa: 
 
 THRESHOLD = 0.86
 PARTS = 1000
-
+EXACT_LIMIT = 2000  # PgVectorStore's default
 
 def _unit_rows(rng: np.random.Generator, n: int, dim: int) -> Any:
     m = rng.standard_normal((n, dim)).astype(np.float32)
@@ -126,7 +129,9 @@ def _pg_load(dsn: str, table: str, vectors: Any, parts: int, m: int, ef_construc
     from psycopg.types.json import Jsonb
 
     dim = vectors.shape[1]
-    store = PgVectorStore(dsn, dim, table=table, ttl=None, max_entries=10**9, m=m, ef_construction=ef_construction, maintain_every=1e9, lru_resolution=60)
+    store = PgVectorStore(
+        dsn, dim, table=table, ttl=None, max_entries=10**9, m=m, ef_construction=ef_construction, maintain_every=1e9, lru_resolution=60, exact_limit=EXACT_LIMIT
+    )
     with psycopg.connect(dsn, autocommit=True) as conn:
         store._run_schema(conn)
         register_vector(conn)
@@ -198,8 +203,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--dsn", help="an existing PostgreSQL with pgvector (default: start one here)")
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=64)
-    ap.add_argument("--ef-search", default="10,20,40,100", help="values swept on the one-partition table")
+    ap.add_argument("--ef-search", default="10,40,100,200,400,1000", help="values swept on the one-partition table")
     ap.add_argument("--stores", default="memory,redis,pgvector")
+    ap.add_argument("--layouts", default=f"1,{PARTS}", help=f"partition counts to measure (default 1,{PARTS})")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     stores = set(args.stores.split(","))
@@ -226,16 +232,21 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         for n in sizes:
             rng = np.random.default_rng(args.seed)
             vectors = _unit_rows(rng, n, args.dim)
-            for parts in (1, PARTS):
+            for parts in [int(x) for x in args.layouts.split(",")]:
                 case = Case(vectors, parts, args.queries, np.random.default_rng(args.seed + parts))
                 if "pgvector" in stores and dsn:
                     table = f"bench_{n}_{parts}"
-                    store, load, build = _pg_load(dsn, table, vectors, parts, args.m, args.ef_construction, index=parts == 1)
-                    note = f"COPY+vacuum {load:.0f} s" + (f", HNSW build {build:.0f} s" if parts == 1 else ", exact branch (no HNSW index)")
-                    for ef in [int(x) for x in args.ef_search.split(",")] if parts == 1 else [store.ef_search]:
+                    hnsw = -(-n // parts) > EXACT_LIMIT  # smaller partitions take the exact branch: the index is never read
+                    store, load, build = _pg_load(dsn, table, vectors, parts, args.m, args.ef_construction, index=hnsw)
+                    note = f"COPY+vacuum {load:.0f} s" + (f", HNSW build {build:.0f} s" if hnsw else ", exact branch (no HNSW index)")
+                    for ef in [int(x) for x in args.ef_search.split(",")] if hnsw else [store.ef_search]:  # no rebuild needed
                         store.ef_search = ef
                         case.run(_pg_search(store), limit=20)  # warm the connection and the plan cache
-                        _row("PgVectorStore", n, parts, f"ef_search={ef}" if parts == 1 else f"exact_limit={store.exact_limit}", case.run(_pg_search(store)), note)
+                        _row("PgVectorStore", n, parts, f"ef_search={ef}" if hnsw else f"exact_limit={store.exact_limit}", case.run(_pg_search(store)), note)
+                    if hnsw and n <= 100_000:  # the same partition scanned exactly, for comparison
+                        store.exact_limit = n
+                        case.run(_pg_search(store), limit=5)
+                        _row("PgVectorStore", n, parts, f"exact scan (exact_limit={n})", case.run(_pg_search(store), limit=200), "B-tree + sort, no HNSW")
                     with store._sync_pool().connection() as conn:
                         conn.execute(f"DROP TABLE {table}_used, {table}")
                     store.close()
@@ -271,7 +282,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                             hit = rs.search(("bench", fp), q, THRESHOLD)
                             return None if hit is None else hit.payload
 
-                        limit = 40 if parts == 1 and n >= 100_000 else None
+                        limit = (40 if n >= 100_000 else 100) if parts == 1 else None  # each reads the whole partition
                         _row("RedisStore", n, parts, "client-side scan", case.run(rsearch, limit=limit), f"fill {fill:.0f} s")
                         redis_server.client.flushall()
         print(f"\n## load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

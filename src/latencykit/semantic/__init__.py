@@ -2,9 +2,9 @@
 
 Owns: request fingerprinting for the cache (``_request``), embedders (``_embedders``), vector
 storage (``_store``: the `VectorStore` interface and `MemoryStore`; ``_redis``: `RedisStore`;
-``_pgvector``: `PgVectorStore`, which imports psycopg when first made), the cache policy
-(``_cache``), the per-call mark (``_options``) and the HTTP transport that replays stored
-answers (``_transport``). `SemanticCache` implements ``core._hooks.AnswerHook``: the clients
+``_pgvector``: `PgVectorStore`, which imports psycopg when first made, its SQL in ``_pgsql``),
+the cache policy (``_cache``), the per-call mark (``_options``) and the HTTP transport that
+replays stored answers (``_transport``). `SemanticCache` implements ``core._hooks.AnswerHook``: the clients
 ask it for the SDK client to send through and know nothing else of this package.
 
 Layer: above ``providers``, beside ``vllm`` (neither imports the other). May import ``core``,

@@ -30,31 +30,25 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import re
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Generator, Optional, Union
+from typing import TYPE_CHECKING, Any, Generator, Optional
 
 import numpy as np
 
+from ._pgsql import ITERATIVE_SCAN, MIN_PGVECTOR, SCHEMA_LOCK, Sql, lock_key, version_of
 from ._store import Partition, StoreHit, Vector
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
-    from psycopg.sql import Composed
     from psycopg.types import TypeInfo
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 __all__ = ["PgVectorStore", "MIN_PGVECTOR", "init_schema"]
 
-MIN_PGVECTOR = (0, 5, 0)
-"""The oldest pgvector with HNSW indexes."""
-_ITERATIVE_SCAN = (0, 8, 0)
 _SAME = 0.9999  # cosine at which an add replaces the stored answer (as MemoryStore)
 _INSTALL = 'PgVectorStore needs psycopg 3, psycopg-pool and pgvector: pip install "latencykit[pgvector]"'
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
-_SCHEMA_LOCK = int.from_bytes(hashlib.blake2b(b"latencykit.semantic.pgvector.schema", digest_size=8).digest(), "big", signed=True)
 
 
 def _imports() -> Any:
@@ -74,98 +68,6 @@ def _positive(name: str, value: Any, *, integer: bool = False, none: bool = Fals
     if not ok or isinstance(value, bool) or not (value >= 0 if zero else value > 0):
         kind = "int" if integer else "number"
         raise ValueError(f"{name} must be a {'non-negative' if zero else 'positive'} {kind}{' or None' if none else ''}, got {value!r}")
-
-
-class _Sql:
-    """The statements of one store (no I/O): built once from the table name and the settings."""
-
-    def __init__(self, psycopg: Any, table: str, dim: int, ttl: Optional[float], m: int, ef_construction: int) -> None:
-        parts = table.split(".")
-        if len(parts) > 2 or not all(_NAME.match(p) for p in parts):
-            raise ValueError(f"table must be a name or schema.name of letters, digits and _ (up to 41 each), got {table!r}")
-        sql = psycopg.sql
-        self.table = table
-        name = parts[-1]
-        t = sql.Identifier(*parts)
-        u = sql.Identifier(*parts[:-1], f"{name}_used")
-        f = {"t": t, "u": u, "dim": sql.Literal(dim)}
-        live = sql.SQL("") if ttl is None else sql.SQL("AND created_at > now() - {} * interval '1 second'").format(sql.Literal(float(ttl)))
-        self.schema = [
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {t} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, scope text NOT NULL,"
-                " fingerprint bytea NOT NULL, vkey bytea NOT NULL, embedding vector({dim}) NOT NULL, payload bytea NOT NULL,"
-                " meta jsonb NOT NULL DEFAULT '{{}}', created_at timestamptz NOT NULL DEFAULT now(), UNIQUE (scope, fingerprint, vkey))"
-            ).format(**f),
-            # the payload arrives compressed or encrypted: PostgreSQL's own compression would be wasted work
-            sql.SQL("ALTER TABLE {t} ALTER COLUMN payload SET STORAGE EXTERNAL").format(**f),
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {u} (id bigint PRIMARY KEY REFERENCES {t} (id) ON DELETE CASCADE,"
-                " used_at timestamptz NOT NULL DEFAULT now())"
-            ).format(**f),
-            sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops) WITH (m = {m}, ef_construction = {efc})").format(
-                i=sql.Identifier(f"{name}_hnsw"), t=t, m=sql.Literal(m), efc=sql.Literal(ef_construction)
-            ),
-            sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (created_at)").format(i=sql.Identifier(f"{name}_created"), t=t),
-        ]
-        self.column_type = sql.SQL(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = to_regclass({}) AND attname = 'embedding'"
-        ).format(sql.Literal(".".join(f'"{p}"' for p in parts)))  # names are [A-Za-z0-9_]: quoting is safe
-        # The partition's size, counted through the B-tree up to the exact-scan limit, picks the
-        # branch; the other one is never run (a one-time filter on the count).
-        nearest = (
-            "WITH size AS (SELECT count(*) AS n FROM (SELECT 1 FROM {t} WHERE scope = %(scope)s AND fingerprint = %(fp)s LIMIT %(probe)s) p),"
-            " best AS ((SELECT id, embedding <=> %(v)b AS d FROM {t} WHERE scope = %(scope)s AND fingerprint = %(fp)s {live}"
-            " AND (SELECT n FROM size) < %(probe)s ORDER BY (embedding <=> %(v)b) + 0 LIMIT 1)"  # + 0: never the HNSW index
-            " UNION ALL (SELECT id, embedding <=> %(v)b AS d FROM {t} WHERE scope = %(scope)s AND fingerprint = %(fp)s {live}"
-            " AND (SELECT n FROM size) >= %(probe)s ORDER BY embedding <=> %(v)b LIMIT 1))"
-        )
-        self.search = sql.SQL(
-            nearest + ", hit AS (SELECT best.id, best.d, e.payload, e.meta FROM best JOIN {t} e ON e.id = best.id WHERE best.d <= %(maxd)s),"
-            " touch AS (UPDATE {u} SET used_at = now() FROM hit WHERE {u}.id = hit.id AND {u}.used_at < now() - %(res)s * interval '1 second')"
-            " SELECT payload, meta, d FROM hit"
-        ).format(live=live, **f)
-        self.lock = sql.SQL("SELECT pg_advisory_xact_lock(%s)")
-        self.add = sql.SQL(
-            nearest.replace("{live}", "") + ", arg AS (SELECT %(p)b::bytea AS p, %(m)s::jsonb AS m),"
-            " upd AS (UPDATE {t} SET payload = arg.p, meta = arg.m, created_at = now() FROM best, arg"
-            " WHERE {t}.id = best.id AND best.d <= %(samed)s RETURNING {t}.id),"
-            " ins AS (INSERT INTO {t} (scope, fingerprint, vkey, embedding, payload, meta)"
-            " SELECT %(scope)s, %(fp)s, %(vkey)s, %(v)b, arg.p, arg.m FROM arg WHERE NOT EXISTS (SELECT 1 FROM upd)"
-            " ON CONFLICT (scope, fingerprint, vkey) DO UPDATE SET payload = EXCLUDED.payload, meta = EXCLUDED.meta, created_at = now()"
-            " RETURNING id)"
-            " INSERT INTO {u} (id) SELECT id FROM upd UNION ALL SELECT id FROM ins ON CONFLICT (id) DO UPDATE SET used_at = now()"
-        ).format(**f)
-        self.try_lock = sql.SQL("SELECT pg_try_advisory_xact_lock(%s)")
-        self.expire = None if ttl is None else sql.SQL(
-            "WITH gone AS (DELETE FROM {t} WHERE created_at <= now() - {ttl} * interval '1 second' RETURNING 1) SELECT count(*) FROM gone"
-        ).format(ttl=sql.Literal(float(ttl)), **f)  # fmt: skip
-        self.evict = sql.SQL(
-            "WITH over AS (SELECT count(*) - %(max)s AS k FROM {t}),"
-            " victims AS (SELECT id FROM {u} ORDER BY used_at, id LIMIT GREATEST((SELECT k FROM over), 0)),"
-            " gone AS (DELETE FROM {t} USING victims WHERE {t}.id = victims.id RETURNING 1) SELECT count(*) FROM gone"
-        ).format(**f)
-        self.count = sql.SQL("SELECT count(*) FROM {t} WHERE true {live}").format(live=live, **f)
-        self.clear_all = sql.SQL("TRUNCATE {u}, {t}").format(**f)
-        self.clear_scope = sql.SQL("DELETE FROM {t} WHERE scope = %s").format(**f)
-        self.maintain_lock = _key(b"maintain", table)
-
-    def settings(self, ef_search: int, iterative: bool, timeout_ms: int, scope: str) -> str:
-        """What a lookup sets, for the session (``SET``) or its transaction (``SET LOCAL``); integers only: safe to format."""
-        out = f"SET {scope}hnsw.ef_search = {int(ef_search)}; SET {scope}synchronous_commit = off; SET {scope}statement_timeout = {int(timeout_ms)}"
-        return out + (f"; SET {scope}hnsw.iterative_scan = strict_order" if iterative else "")
-
-
-def _key(*parts: Union[str, bytes]) -> int:
-    """A signed 64-bit advisory-lock key."""
-    h = hashlib.blake2b(digest_size=8)
-    for p in parts:
-        b = p.encode() if isinstance(p, str) else p
-        h.update(len(b).to_bytes(4, "big") + b)
-    return int.from_bytes(h.digest(), "big", signed=True)
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 
 
 class PgVectorStore:
@@ -209,7 +111,7 @@ class PgVectorStore:
         self.ef_search, self.exact_limit, self.lru_resolution, self.maintain_every = ef_search, exact_limit, float(lru_resolution), float(maintain_every)
         self.timeout, self.create = float(timeout), create
         self._psycopg = psycopg
-        self._sql = _Sql(psycopg, table, dim, self.ttl, m, ef_construction)
+        self._sql = Sql(psycopg, table, dim, self.ttl, m, ef_construction)
         self.table = table
         self.evictions = 0
         """Entries this process's maintenance dropped to stay within ``max_entries``."""
@@ -356,14 +258,14 @@ class PgVectorStore:
             "scope": scope, "fp": fp, "v": q, "vkey": hashlib.blake2b(q.tobytes(), digest_size=16).digest(),
             "p": bytes(payload), "m": Jsonb(meta), "probe": self.exact_limit + 1, "samed": 1.0 - _SAME,
         }  # fmt: skip
-        return _key(self.table, scope, fp), params
+        return lock_key(self.table, scope, fp), params
 
     def _settings(self, conn: Any) -> tuple[str, bool]:
         """The SET statements a lookup on ``conn`` needs first, and whether they need a transaction of
         their own. The store's own (autocommit) connections keep them for the session: set again only
         when they change, so a lookup is one statement, one round trip. A pool passed in is left as it
         was: ``SET LOCAL`` in the lookup's transaction."""
-        iterative = self.pgvector_version is not None and self.pgvector_version >= _ITERATIVE_SCAN
+        iterative = self.pgvector_version is not None and self.pgvector_version >= ITERATIVE_SCAN
         if not self._own:
             return self._sql.settings(self.ef_search, iterative, int(self.timeout * 1000), "LOCAL "), True
         wanted = self._sql.settings(self.ef_search, iterative, int(self.timeout * 1000), "")
@@ -388,14 +290,14 @@ class PgVectorStore:
 
     def _schema_steps(self) -> Generator[tuple[Any, Any], Any, None]:
         """The schema transaction: yields (statement, params) and receives each result row."""
-        row = yield (self._psycopg.sql.SQL("SELECT pg_advisory_xact_lock(%s)"), (_SCHEMA_LOCK,))
+        row = yield (self._psycopg.sql.SQL("SELECT pg_advisory_xact_lock(%s)"), (SCHEMA_LOCK,))
         row = yield ("SELECT extversion FROM pg_extension WHERE extname = 'vector'", None)
         if row is None:
             if not self.create:
                 raise RuntimeError('the pgvector extension is not installed in this database: run CREATE EXTENSION vector (or "latencykit semantic init")')
             yield ("CREATE EXTENSION IF NOT EXISTS vector", None)
             row = yield ("SELECT extversion FROM pg_extension WHERE extname = 'vector'", None)
-        version = _version(str(row[0]))
+        version = version_of(str(row[0]))
         if version < MIN_PGVECTOR:
             raise RuntimeError(f"pgvector {row[0]} has no HNSW index: PgVectorStore needs pgvector >= 0.5.0 (ALTER EXTENSION vector UPDATE)")
         self.pgvector_version = version
@@ -475,11 +377,15 @@ class _SyncCheckout:
         store = self.store
         self.cm = store._sync_pool().connection()
         conn = self.cm.__enter__()
-        if store._info is None:
-            with store._schema_lock:
-                if store._info is None:
-                    store._run_schema(conn)
-        store._adapt(conn)
+        try:
+            if store._info is None:
+                with store._schema_lock:
+                    if store._info is None:
+                        store._run_schema(conn)
+            store._adapt(conn)
+        except BaseException as exc:  # the connection goes back to the pool
+            self.cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
         return conn  # type: ignore[no-any-return]
 
     def __exit__(self, *exc: Any) -> None:
@@ -497,16 +403,20 @@ class _AsyncCheckout:
         store = self.store
         if store._apool is None:
             _, psycopg_pool, _ = _imports()
-            pool = psycopg_pool.AsyncConnectionPool(store._dsn, min_size=1, max_size=10, timeout=store.timeout, open=False, name=f"latencykit:{store.table}:async",
+            pool = psycopg_pool.AsyncConnectionPool(store._dsn, min_size=1, max_size=store._pool_size, timeout=store.timeout, open=False, name=f"latencykit:{store.table}:async",
                 kwargs={"autocommit": True},
             )
             await pool.open()
             store._apool = pool
         self.cm = store._apool.connection()
         conn = await self.cm.__aenter__()
-        if store._info is None:
-            await store._arun_schema(conn)
-        store._adapt(conn)
+        try:
+            if store._info is None:
+                await store._arun_schema(conn)
+            store._adapt(conn)
+        except BaseException as exc:  # the connection goes back to the pool
+            await self.cm.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         return conn  # type: ignore[no-any-return]
 
     async def __aexit__(self, *exc: Any) -> None:
