@@ -17,6 +17,7 @@ import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -78,6 +79,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _open_to_others(path: Path) -> bool:
+    """Whether a user other than the owner can reach ``path`` (every folder above it searchable)."""
+    for p in [path, *path.parents]:
+        try:
+            if not os.stat(p).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -96,12 +108,26 @@ class PgServer:
         self.bin = bin_dir or pg_bin()
         assert self.bin is not None
         self.port = _free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="latencykit-pg-"))
+        self.user = "nobody" if os.geteuid() == 0 else None
+        tmp = tempfile.gettempdir()
+        if self.user is not None and not _open_to_others(Path(tmp)):
+            tmp = "/tmp"
+        self.dir = Path(tempfile.mkdtemp(prefix="latencykit-pg-", dir=tmp))
         self.data = self.dir / "data"
         self.log = self.dir / "server.log"
-        self.user = "nobody" if os.geteuid() == 0 else None
         if self.user is not None:
+            if not _open_to_others(self.bin / "postgres"):
+                # A checkout under /root: `nobody` cannot reach the wheel's binaries; a copy can.
+                # PostgreSQL finds lib/ and share/ relative to bin/, and the wheel's bundled
+                # libraries (pgserver.libs/) through the rpath $ORIGIN/../../../: copy that shape.
+                install, package, site = self.bin.parent, self.bin.parent.parent, self.bin.parent.parent.parent
+                copy = self.dir / "site" / package.name / install.name
+                shutil.copytree(install, copy, symlinks=True)
+                for libs in site.glob("pgserver*.libs"):
+                    shutil.copytree(libs, self.dir / "site" / libs.name, symlinks=True)
+                self.bin = copy / self.bin.name
             pw = pwd.getpwnam(self.user)
+            os.chmod(self.dir, 0o755)
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.started_in = 0.0
