@@ -45,28 +45,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from latencykit.semantic import MemoryStore, PgVectorStore, RedisStore  # noqa: E402
+from semantic import _near, _pct, _unit_rows  # noqa: E402  (benchmarks/semantic.py: the same vectors and percentiles)
 
 THRESHOLD = 0.86
 PARTS = 1000
 EXACT_LIMIT = 2000  # PgVectorStore's default
-
-def _unit_rows(rng: np.random.Generator, n: int, dim: int) -> Any:
-    m = rng.standard_normal((n, dim)).astype(np.float32)
-    m /= np.linalg.norm(m, axis=1, keepdims=True)
-    return m
-
-
-def _near(rng: np.random.Generator, v: Any, cos: float) -> Any:
-    r = rng.standard_normal(v.shape[0]).astype(np.float32)
-    r -= (r @ v) * v
-    r /= np.linalg.norm(r)
-    return (cos * v + np.sqrt(1 - cos**2) * r).astype(np.float32)
-
-
-def _pct(xs: Sequence[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, int(np.ceil(q * len(s))) - 1))]
-
 
 def _fp(i: int, parts: int) -> bytes:
     return (i % parts).to_bytes(4, "little")
