@@ -127,6 +127,10 @@ class BenchConfig:
     requests allocate; GC pauses are reported in the client's health either way."""
     timing: Optional[dict[str, Any]] = None
     """Emulator `TimingModel` fields for the in-process emulator (default: `BENCH_TIMING`)."""
+    cluster: Optional[str] = None
+    """Place the workers on Ray: ``local:N``, ``auto``, ``ray://HOST:10001`` or ``HOST:PORT`` (``None``: this machine)."""
+    per_node: Optional[int] = None
+    """With ``cluster``: worker processes per node (default: one per CPU Ray gives the node)."""
 
     def __post_init__(self) -> None:
         if self.traffic not in SHAPES:
@@ -147,6 +151,18 @@ class BenchConfig:
                              "the warm-up must be fewer requests than the cell sends")  # fmt: skip
         if not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"workers must be a positive int, got {self.workers!r}")
+        if self.cluster is not None:
+            from ._cluster import parse_cluster
+
+            parse_cluster(self.cluster)
+            if self.workers != 1:
+                raise ValueError("--workers counts processes on this machine; with --cluster say --per-node N (worker "
+                                 "processes on each node)")  # fmt: skip
+        if self.per_node is not None:
+            if not isinstance(self.per_node, int) or isinstance(self.per_node, bool) or self.per_node < 1:
+                raise ValueError(f"per_node must be a positive int, got {self.per_node!r}")
+            if self.cluster is None:
+                raise ValueError("--per-node is for --cluster (worker processes on each node); on this machine use --workers N")
         if not 0 <= self.control < 1:
             raise ValueError(f"control must be a share in [0, 1), got {self.control!r}")
         for s in self.slos:

@@ -218,6 +218,7 @@ async def run_cell(
     control: Optional[Sender] = None,
     control_every: int = 0,
     slot_delays: Optional[Sequence[float]] = None,
+    started: Optional[Callable[[], None]] = None,
 ) -> CellResult:
     """Run ``requests`` under ``spec`` through ``sender``; ``offsets`` (open loop) from `arrival_offsets`.
 
@@ -245,6 +246,8 @@ async def run_cell(
     async def one(req: TrafficRequest, t_sched: float) -> None:
         cold = []
         state.started += 1
+        if started is not None:
+            started()
         state.in_flight += 1
         if state.in_flight > state.max_in_flight:
             state.max_in_flight = state.in_flight

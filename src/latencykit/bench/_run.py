@@ -68,13 +68,30 @@ def _lateness(emu: Any, url: Optional[str], reset: bool) -> Optional[dict[str, A
         return None
 
 
-def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = None) -> BenchRun:
+def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = None, cluster: Optional[str] = None,
+              per_node: Optional[int] = None) -> BenchRun:
     """Run every strategy at every load level; returns the `BenchRun` (nothing is printed unless ``progress``).
 
+    ``cluster`` (or ``config.cluster``) places the workers on Ray: ``"local:N"`` (a throw-away cluster of N
+    nodes on this machine), ``"auto"``, ``"ray://HOST:10001"`` or a head's ``"HOST:PORT"``, with ``per_node``
+    workers on each node (default one per CPU); needs ``pip install "latencykit[ray]"``. The run file's
+    ``env["cluster"]`` then records every node, its clock offset and its uncertainty.
+
     Ctrl-C (``KeyboardInterrupt``) ends the run early: the `BenchRun` returned holds the finished
-    cells and the interrupted cell's finished requests, with ``partial`` saying what was cut."""
+    cells and the interrupted cell's finished requests, with ``partial`` saying what was cut. A cluster
+    worker lost mid-run does not end it: its share is counted (finished but lost, in flight, unsent), the
+    cell is marked partial, and the later cells run on the workers left."""
     from ..emulator import Emulator, TimingModel
     from ..emulator._flags import BENCH_TIMING
+
+    if cluster is not None or per_node is not None:
+        config = replace(config, cluster=cluster if cluster is not None else config.cluster,
+                         per_node=per_node if per_node is not None else config.per_node)  # fmt: skip
+    fleet = None
+    if config.cluster is not None:
+        from ._fleet import Fleet
+
+        fleet = Fleet(config.cluster, config.per_node)
 
     target = resolve_target(config.target, base_url=config.base_url, model=config.model, api=config.api,
                             per_chunk_usage=config.per_chunk_usage, exact_output=config.exact_output)  # fmt: skip
@@ -96,15 +113,25 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     if emu is not None:
         run_config["emulator_timing"] = asdict(emu.timing)
     run = BenchRun(run_config, environment(), [])
-    bar = _Progress(console) if progress else None
+    bar = None
     cells = [(strategy, load) for strategy in config.matrix for load in levels]
+    lost: list[str] = []
     try:
+        if fleet is not None:
+            fleet.__enter__()
+            fleet.check_reachable(target, emu is not None)
+            run.env["cluster"] = fleet.describe()
+        bar = _Progress(console) if progress else None
         for done, (strategy, load) in enumerate(cells):
             cell = Cell(dict(strategy), dict(config.labels), load.describe())
             try:
-                _run_cell(cell, config, requests, target, emu, strategy, load, bar)
+                _run_cell(cell, config, requests, target, emu, strategy, load, bar, fleet)
             except KeyboardInterrupt:
                 cell.partial = cell.partial or {"reason": "interrupted (Ctrl-C)", "cut": 0}
+            if cell.partial is not None and cell.partial.get("workers_lost") and not cell.partial.get("interrupted"):
+                run.cells.append(cell)
+                lost.append(f"cell {cell.key}: {cell.partial['reason']}")
+                continue
             if cell.partial is not None:
                 if cell.samples:
                     run.cells.append(cell)
@@ -119,13 +146,19 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     finally:
         if bar is not None:
             bar.close()
+        if fleet is not None:
+            if "cluster" in run.env:
+                run.env["cluster"]["lost"] = list(fleet.lost)
+            fleet.close()
         if emu is not None:
             emu.stop()
+    if lost:
+        run.partial = "; ".join(p for p in (run.partial, "cluster workers lost: " + "; ".join(lost)) if p)
     return run
 
 
 def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest], target: TargetSpec, emu: Any,
-              strategy: dict[str, str], load: LoadSpec, bar: Optional["_Progress"]) -> None:  # fmt: skip
+              strategy: dict[str, str], load: LoadSpec, bar: Optional["_Progress"], fleet: Any = None) -> None:  # fmt: skip
     """Measure one cell into ``cell`` (its ``partial`` set when Ctrl-C cut it)."""
     if emu is not None:
         clear = getattr(emu.cache, "clear", None)
@@ -137,7 +170,13 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
         cell.schedule = schedule_of(offsets, load.duration)
     tick = bar.start(cell.key, len(requests)) if bar is not None else None
     workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers
-    if workers == 1:
+    if fleet is not None:
+        results, lost = fleet.run_cell(config, target, load, strategy, requests, offsets, tick)
+        for result in results:
+            cell.absorb(result)
+        if lost:
+            _count_lost(cell, lost)
+    elif workers == 1:
         result = asyncio.run(drive(requests, offsets, load, target, strategy, config.control, start_at=None, worker=0,
                                    progress=(lambda: tick(1)) if tick else None, freeze=config.freeze_heap))  # fmt: skip
         cell.absorb(result)
@@ -148,6 +187,21 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
         bar.stop()
     cell.server = _lateness(emu, target.base_url if target.emulated else None, reset=True)
     cell.warnings = diagnose(cell)
+
+
+def _count_lost(cell: Cell, lost: Sequence[dict[str, Any]]) -> None:
+    """Mark ``cell`` partial for workers lost mid-cell, their share counted (never silently dropped)."""
+    part = dict(cell.partial or {"cut": 0})
+    interrupted = part.get("reason", "").startswith("interrupted")
+    part["workers_lost"] = [dict(x) for x in lost]
+    part["cut"] = int(part.get("cut", 0)) + sum(x["in_flight"] for x in lost)
+    part["unsent"] = int(part.get("unsent", 0)) + sum(x["unsent"] for x in lost)
+    part["finished_lost"] = int(part.get("finished_lost", 0)) + sum(x["finished_lost"] for x in lost)
+    who = ", ".join(f"worker {x['worker']} (node {x['node']})" for x in lost)
+    why = f"{who} lost: {lost[0]['error']}"
+    part["reason"] = f"{part['reason']}; {why}" if interrupted else why
+    part["interrupted"] = interrupted
+    cell.partial = part
 
 
 def _first_model(target: TargetSpec) -> Optional[str]:

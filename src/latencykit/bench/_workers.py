@@ -24,14 +24,14 @@ from ._load import CellResult, LoadSpec, run_cell
 from ._targets import TargetSpec
 from ._traffic import TrafficRequest
 
-__all__ = ["drive", "spawn"]
+__all__ = ["drive", "result_from_dict", "result_to_dict", "share_of", "slot_delays_for", "spawn"]
 
 
 async def drive(
     requests: Sequence[TrafficRequest], offsets: Optional[Sequence[float]], load: LoadSpec, target: TargetSpec,
     strategy: dict[str, str], control: float, *, start_at: Optional[float], worker: int,
     progress: Optional[Callable[[], None]], ready: Optional[Callable[[], float]] = None,
-    slot_delays: Optional[Sequence[float]] = None, freeze: bool = True,
+    slot_delays: Optional[Sequence[float]] = None, freeze: bool = True, started: Optional[Callable[[], None]] = None,
 ) -> CellResult:
     """Run one cell's ``requests`` through the strategy's sender (and the thin control) in this event loop."""
     sender = make_sender(target, resolve_levers(strategy))
@@ -44,7 +44,7 @@ async def drive(
             start_at = ready()
         return await run_cell(requests, offsets, load, sender, start_at=start_at, worker=worker, progress=progress,
                               control=thin, control_every=round(1 / control) if control > 0 else 0,
-                              slot_delays=slot_delays)  # fmt: skip
+                              slot_delays=slot_delays, started=started)  # fmt: skip
     finally:
         if freeze:
             gc.unfreeze()
@@ -53,16 +53,17 @@ async def drive(
             await thin.aclose()
 
 
-def _slot_delays(load: LoadSpec, w: int, workers: int) -> Optional[list[float]]:
+def slot_delays_for(load: LoadSpec, w: int, workers: int) -> Optional[list[float]]:
     """Worker ``w``'s slots begin at global slot indices w, w + workers, ... of the whole ramp."""
     if load.open_loop or load.concurrency is None or not load.ramp:
         return None
     c = load.concurrency
-    mine = _share(load, w, workers).concurrency or 1
+    mine = share_of(load, w, workers).concurrency or 1
     return [load.ramp * min(j * workers + w, c - 1) / c for j in range(mine)]
 
 
-def _share(load: LoadSpec, w: int, workers: int) -> LoadSpec:
+def share_of(load: LoadSpec, w: int, workers: int) -> LoadSpec:
+    """Worker ``w``'s load: its part of a closed loop's concurrency (or an open loop's cap), at least 1."""
     if load.concurrency is None:
         return load
     c = load.concurrency // workers + (1 if w < load.concurrency % workers else 0)
@@ -91,19 +92,21 @@ def _worker_main(payload: dict[str, Any], w: int, ready_q: Any, go_q: Any, resul
         result = asyncio.run(drive(mine, my_offsets, load, target, payload["strategy"], config.control,
                                     start_at=None, worker=w, progress=tick, ready=ready,
                                     slot_delays=payload["slot_delays"], freeze=config.freeze_heap))  # fmt: skip
-        result_q.put(("ok", w, _result_to_dict(result)))
+        result_q.put(("ok", w, result_to_dict(result)))
     except BaseException as exc:  # report, so the parent never waits forever
         result_q.put(("error", w, f"{type(exc).__name__}: {exc}"))
         ready_q.put(w)
 
 
-def _result_to_dict(r: CellResult) -> dict[str, Any]:
+def result_to_dict(r: CellResult) -> dict[str, Any]:
+    """A worker's cell result as plain data (to cross a process boundary)."""
     return {"samples": r.samples, "sketches": {m: s.to_dict() for m, s in r.sketches.items()}, "health": r.health,
             "scheduled": r.scheduled, "unsent": r.unsent_waits, "window": list(r.window),
             "control": {m: s.to_dict() for m, s in r.control.items()}, "interrupted": r.interrupted, "cut": r.cut}  # fmt: skip
 
 
-def _result_from_dict(d: dict[str, Any]) -> CellResult:
+def result_from_dict(d: dict[str, Any]) -> CellResult:
+    """Inverse of `result_to_dict`."""
     from ..telemetry._sketch import PercentileSketch
 
     sk = {m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()}
@@ -125,9 +128,9 @@ def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dic
     grace = 1.0  # seconds a worker gets to exit once this call is left by an exception
     try:
         for w in range(workers):
-            payload = {"config": config.to_dict(), "target": asdict(target), "load": asdict(_share(load, w, workers)),
+            payload = {"config": config.to_dict(), "target": asdict(target), "load": asdict(share_of(load, w, workers)),
                        "strategy": strategy, "offsets": offsets, "workers": workers,
-                       "slot_delays": _slot_delays(load, w, workers)}  # fmt: skip
+                       "slot_delays": slot_delays_for(load, w, workers)}  # fmt: skip
             p = ctx.Process(target=_worker_main, args=(payload, w, ready_q, go[w], result_q, counter), daemon=True)
             p.start()
             procs.append(p)
@@ -152,7 +155,7 @@ def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dic
                         errors.append("a worker process died without a result")
                     continue
                 if status == "ok":
-                    results[w] = _result_from_dict(data)
+                    results[w] = result_from_dict(data)
                 else:
                     errors.append(f"worker {w}: {data}")
 

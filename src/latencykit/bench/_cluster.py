@@ -1,0 +1,232 @@
+"""Where ``--cluster`` points: parsing the address, importing Ray, connecting, and the throw-away
+local cluster of ``local:N``.
+
+``local:N`` starts N Ray nodes on 127.0.0.1 in a helper process of its own session
+(`latencykit.bench._local_ray`): a terminal's Ctrl-C reaches the driver only, so the driver can
+still collect what its workers measured, and the helper is stopped by its process id — its
+standard input closed (it shuts Ray down), then SIGTERM and SIGKILL to its process group and to
+every process it started, wherever they moved. If the driver itself is killed, the helper sees
+its standard input close and shuts down on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+__all__ = ["ClusterSpec", "LocalRayCluster", "import_ray", "parse_cluster", "RAY_INSTALL"]
+
+RAY_INSTALL = 'pip install "latencykit[ray]"'
+_LOCAL = re.compile(r"local:(\d+)")
+_HOSTPORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
+MAX_LOCAL_NODES = 16
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A parsed ``--cluster`` address: ``kind`` is ``local`` (``nodes`` set), ``auto``, ``client`` (``ray://``) or ``gcs``."""
+
+    text: str
+    kind: str
+    nodes: int = 0
+
+    @property
+    def ray_address(self) -> Optional[str]:
+        """What ``ray.init(address=...)`` gets (``None`` for ``local``: the helper says once it is up)."""
+        return None if self.kind == "local" else self.text
+
+
+def parse_cluster(text: str) -> ClusterSpec:
+    """``local:N``, ``auto``, ``ray://HOST:PORT`` or a head's ``HOST:PORT``; ``ValueError`` names the forms."""
+    t = (text or "").strip()
+    m = _LOCAL.fullmatch(t)
+    if m:
+        n = int(m.group(1))
+        if not 1 <= n <= MAX_LOCAL_NODES:
+            raise ValueError(f"--cluster local:N takes 1 to {MAX_LOCAL_NODES} nodes; got {text!r}")
+        return ClusterSpec(t, "local", n)
+    if t == "auto":
+        return ClusterSpec(t, "auto")
+    if t.startswith("ray://") and _HOSTPORT.fullmatch(t[len("ray://"):]):
+        return ClusterSpec(t, "client")
+    if _HOSTPORT.fullmatch(t):
+        return ClusterSpec(t, "gcs")
+    raise ValueError(f"--cluster takes local:N (a throw-away cluster of N nodes on this machine), auto (the cluster this "
+                     f"machine belongs to), ray://HOST:10001 (Ray Client) or HOST:PORT (a head's GCS); got {text!r}")  # fmt: skip
+
+
+def import_ray() -> Any:
+    """``ray``, or ``ImportError`` saying which install command is missing."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError(f"--cluster places the load on Ray, which is not installed here: {RAY_INSTALL}") from None
+    return ray
+
+
+def ray_env() -> dict[str, str]:
+    """Environment for Ray processes on a local cluster: loopback only, no usage reporting."""
+    return {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] != "Z":
+            out.setdefault(int(fields[1]), []).append(int(entry))
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    tree, out, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+
+
+class LocalRayCluster:
+    """N Ray nodes on 127.0.0.1 for one run, in a helper process of their own session; stop with `stop`."""
+
+    def __init__(self, nodes: int, cpus_per_node: Optional[int] = None) -> None:
+        self.nodes = nodes
+        self.cpus_per_node = cpus_per_node or max(1, (os.cpu_count() or 1) // nodes)
+        self.address: Optional[str] = None
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.log_path: Optional[Path] = None
+        self.started_s: Optional[float] = None
+        self._tree: set[int] = set()
+
+    def start(self, timeout: float = 180.0) -> "LocalRayCluster":
+        """Start the nodes; ``RuntimeError`` with the helper's log tail when they do not come up."""
+        fd, name = tempfile.mkstemp(prefix="latencykit-ray-", suffix=".log")
+        self.log_path = Path(name)
+        t0 = time.perf_counter()
+        with os.fdopen(fd, "w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "latencykit.bench._local_ray", str(self.nodes), str(self.cpus_per_node)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                env={**os.environ, **ray_env()},
+            )  # fmt: skip
+        found: list[dict[str, Any]] = []
+        ended = threading.Event()
+
+        def read() -> None:  # the first line that is the helper's JSON (Ray may print before it)
+            out = self.proc.stdout if self.proc is not None else None
+            for text in iter(out.readline, "") if out is not None else ():
+                try:
+                    info = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(info, dict) and "address" in info and not found:
+                    found.append(info)
+                    ended.set()  # and keep draining, so the helper never blocks on a full pipe
+            ended.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        ended.wait(timeout)
+        info = found[0] if found else None
+        if info is None:
+            why = "exited" if self.proc is None or self.proc.poll() is not None else "did not come up"
+            tail = self.log_tail()
+            self.stop()
+            raise RuntimeError(f"the local Ray cluster ({self.nodes} nodes) {why} within {timeout:.0f} s; its log ends:\n{tail}")
+        self.address = str(info["address"])
+        self.started_s = time.perf_counter() - t0
+        self.remember()
+        return self
+
+    def remember(self) -> None:
+        """Note every process the helper has started so far (they are stopped by these ids)."""
+        if self.proc is not None:
+            self._tree.update(descendants(self.proc.pid))
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The helper's log, last lines."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path else ""
+        except OSError:
+            return ""
+
+    def stop(self, grace: float = 20.0) -> None:
+        """Stop every process of the cluster: a clean Ray shutdown first, then signals by process id."""
+        proc = self.proc
+        if proc is None:
+            return
+        self.remember()
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self._signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        self._signal_group(proc.pid, signal.SIGKILL)  # anything left in its group
+        deadline = time.monotonic() + 5
+        left = [p for p in self._tree if _alive(p)]
+        for p in left:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = [p for p in left if _alive(p)]
+        if proc.stdout is not None:
+            proc.stdout.close()
+        self.proc = None
+        if self.log_path is not None:
+            try:
+                self.log_path.unlink()
+            except OSError:
+                pass
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
+
+    @property
+    def pids(self) -> list[int]:
+        """The helper and every process it started (as last seen)."""
+        return ([self.proc.pid] if self.proc is not None else []) + sorted(self._tree)

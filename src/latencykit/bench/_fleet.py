@@ -1,0 +1,326 @@
+"""`Fleet`: the bench's client workers as long-lived Ray actors spread over a cluster's nodes.
+
+One async actor per worker (`latencykit.bench._ray_worker.BenchWorker`), pinned to its node
+(node affinity, never one actor per request), ``per_node`` of them on each node (default: one
+per CPU Ray gives the node). Per cell the requests are dealt round-robin over the live workers
+with their **global** intended send times (an open loop's schedule is the whole run's; a closed
+loop's concurrency is split), every worker gets one start instant on the driver's wall clock and
+its clock offset (`latencykit.bench._clock`), and each returns its cell result — sketches,
+samples, health — which merge exactly as ``bench merge`` does.
+
+A worker that dies mid-cell (its node lost, the process killed) does not stop the run: what it
+had been dealt is counted from its last progress report as finished-but-lost, in flight (cut)
+and unsent, the cell is marked partial, and the next cells run on the workers left.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from dataclasses import asdict
+from typing import Any, Callable, Optional, Sequence
+
+from ._clock import ClockOffset, measure_offset
+from ._cluster import ClusterSpec, LocalRayCluster, import_ray, parse_cluster, ray_env
+from ._config import BenchConfig
+from ._load import CellResult, LoadSpec
+from ._targets import TargetSpec
+from ._traffic import TrafficRequest
+from ._workers import result_from_dict, share_of, slot_delays_for
+
+__all__ = ["Fleet", "SKEW_ENV"]
+
+SKEW_ENV = "LATENCYKIT_TEST_CLOCK_SKEW"
+"""Tests only: ``"1=5.0"`` makes worker 1 read its wall clock 5 s fast (a skewed node, detected and corrected)."""
+POLL_S = 0.25
+START_LEAD_S = 0.3
+
+
+def _skews() -> dict[int, float]:
+    text = os.environ.get(SKEW_ENV, "").strip()
+    out: dict[int, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        w, _, s = part.partition("=")
+        try:
+            out[int(w)] = float(s)
+        except ValueError:
+            raise ValueError(f"{SKEW_ENV} takes WORKER=SECONDS[,WORKER=SECONDS]; got {text!r}") from None
+    return out
+
+
+class Fleet:
+    """Worker actors on the Ray cluster at ``cluster`` (`parse_cluster`); use as a context manager."""
+
+    def __init__(self, cluster: str, per_node: Optional[int] = None) -> None:
+        self.spec: ClusterSpec = parse_cluster(cluster)
+        self.per_node = per_node
+        self.local: Optional[LocalRayCluster] = None
+        self.workers: list[dict[str, Any]] = []
+        """One entry per worker: ``worker``, ``node``, ``node_id``, ``pid``, ``host``, ``clock`` ... and ``alive``."""
+        self.nodes: list[dict[str, Any]] = []
+        self._actors: list[Any] = []
+        self._ray: Any = None
+        self._owns_init = False
+        self._env_set: dict[str, Optional[str]] = {}
+        self.lost: list[dict[str, Any]] = []
+
+    # -- life cycle --------------------------------------------------------------------------
+    def __enter__(self) -> "Fleet":
+        try:
+            return self.open()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def open(self) -> "Fleet":
+        """Start (``local:N``) or join the cluster, place the workers, measure their clocks."""
+        address = self.spec.ray_address
+        if self.spec.kind == "local":
+            for k, v in ray_env().items():  # this driver joins on 127.0.0.1 too (read when ray is imported)
+                self._env_set[k] = os.environ.get(k)
+                os.environ[k] = v
+        ray = self._ray = import_ray()
+        if self.spec.kind == "local":
+            self._loopback(ray, True)
+            self.local = LocalRayCluster(self.spec.nodes).start()
+            address = self.local.address
+        if not ray.is_initialized():
+            logging.getLogger("ray").setLevel(logging.WARNING)
+            try:
+                extra = {"_node_ip_address": "127.0.0.1"} if self.local is not None else {}
+                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, namespace="latencykit-bench",
+                         **extra)  # fmt: skip
+            except ConnectionError as exc:
+                raise ValueError(f"--cluster {self.spec.text}: no Ray cluster answered ({exc})") from None
+            self._owns_init = True
+        nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
+        if not nodes:
+            raise ValueError(f"--cluster {self.spec.text}: the cluster has no live node")
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from ._ray_worker import BenchWorker
+
+        remote = ray.remote(num_cpus=0, max_restarts=0)(BenchWorker)
+        skews = _skews()
+        w = 0
+        for i, n in enumerate(nodes):
+            count = self.per_node or max(int(n.get("Resources", {}).get("CPU", 1)), 1)
+            mine = []
+            for _ in range(count):
+                strategy = NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)
+                self._actors.append(remote.options(scheduling_strategy=strategy).remote(w, i, n["NodeID"], skews.get(w, 0.0)))
+                mine.append(w)
+                w += 1
+            self.nodes.append({"node": i, "node_id": n["NodeID"], "ip": n.get("NodeManagerAddress"),
+                               "cpus": n.get("Resources", {}).get("CPU"), "workers": mine})  # fmt: skip
+        hellos = ray.get([a.hello.remote() for a in self._actors], timeout=180)
+        for a, h in zip(self._actors, hellos):
+            clock = measure_offset(lambda a=a: float(ray.get(a.clock.remote(), timeout=30)))
+            self.workers.append({**h, "clock": clock, "alive": True})
+        for node in self.nodes:
+            first = self.workers[node["workers"][0]]
+            node.update(host=first["host"], clock=first["clock"].to_dict(), latencykit=first["latencykit"])
+        if self.local is not None:
+            self.local.remember()
+        return self
+
+    def close(self) -> None:
+        """Stop the actors, leave the cluster and (``local:N``) stop its every process."""
+        ray = self._ray
+        if ray is not None:
+            for a in self._actors:
+                try:
+                    ray.kill(a)
+                except Exception:
+                    pass
+            self._actors = []
+            if self._owns_init and ray.is_initialized():
+                try:
+                    ray.shutdown()
+                except Exception:
+                    pass
+            self._owns_init = False
+        if self.local is not None:
+            self.local.stop()
+            self.local = None
+        if self._ray is not None and self._env_set:
+            self._loopback(self._ray, False)
+        for k, v in self._env_set.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._env_set = {}
+
+    _saved_cluster_flag: Any = None
+
+    def _loopback(self, ray: Any, on: bool) -> None:
+        """Keep this driver's Ray on 127.0.0.1 while it is in a local cluster, also when ``ray`` was imported
+        before (Ray reads the switch at import and would otherwise turn 127.0.0.1 into this machine's address)."""
+        consts = getattr(getattr(ray, "_private", None), "ray_constants", None)
+        if consts is None or not hasattr(consts, "ENABLE_RAY_CLUSTER"):
+            return
+        if on:
+            self._saved_cluster_flag = consts.ENABLE_RAY_CLUSTER
+            consts.ENABLE_RAY_CLUSTER = False
+        elif self._saved_cluster_flag is not None:
+            consts.ENABLE_RAY_CLUSTER = self._saved_cluster_flag
+            self._saved_cluster_flag = None
+
+    # -- facts ---------------------------------------------------------------------------------
+    def check_reachable(self, target: TargetSpec, in_process_emulator: bool) -> None:
+        """``ValueError`` when the workers cannot reach an in-process emulator (it listens on this machine's loopback)."""
+        if not in_process_emulator:
+            return
+        here = socket.gethostname()
+        away = sorted({w["host"] for w in self.workers if w["host"] != here})
+        if away:
+            raise ValueError(f"the in-process emulator listens on 127.0.0.1 of {here}, which the workers on "
+                             f"{', '.join(away)} cannot reach: start `latencykit emulator --host 0.0.0.0` on a machine "
+                             "they reach and pass --target emulator --base-url http://HOST:8000")  # fmt: skip
+
+    def describe(self) -> dict[str, Any]:
+        """The run file's ``env["cluster"]``: address, nodes (clock offset, uncertainty, workers) and workers."""
+        return {
+            "address": self.spec.text, "kind": self.spec.kind,
+            "local_start_s": None if self.local is None else self.local.started_s,
+            "nodes": [dict(n) for n in self.nodes],
+            "workers": [{"worker": w["worker"], "node": w["node"], "pid": w["pid"], "host": w["host"],
+                         "python": w["python"], "latencykit": w["latencykit"], **w["clock"].to_dict()} for w in self.workers],
+            "lost": list(self.lost),
+        }  # fmt: skip
+
+    @property
+    def alive(self) -> list[int]:
+        """Workers still running."""
+        return [w["worker"] for w in self.workers if w["alive"]]
+
+    # -- one cell --------------------------------------------------------------------------------
+    def run_cell(self, config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dict[str, str],
+                 requests: Sequence[TrafficRequest], offsets: Optional[list[float]],
+                 progress: Optional[Callable[[int], None]]) -> tuple[list[CellResult], list[dict[str, Any]]]:  # fmt: skip
+        """Run one cell on the live workers: their results (windows on the driver's clock) and the workers lost.
+
+        ``RuntimeError`` when no worker is left or every worker failed; a Ctrl-C interrupts the workers
+        (each returns what finished, marked interrupted) and a second one abandons them."""
+        ray = self._ray
+        alive = self.alive
+        if not alive:
+            raise RuntimeError("every cluster worker has been lost; nothing left to run the cell")
+        n = len(alive)
+        base = {"config": config.to_dict(), "target": asdict(target), "strategy": strategy, "offsets": offsets}
+        replay = config.traffic == "replay"
+        prep: dict[int, Any] = {}
+        dealt: dict[int, int] = {}
+        for j, w in enumerate(alive):
+            share = [r for r in requests if r.index % n == j]
+            dealt[w] = len(share)
+            payload = {**base, "load": asdict(share_of(load, j, n)), "slot_delays": slot_delays_for(load, j, n),
+                       "indices": [r.index for r in share], "requests": share if replay else None}  # fmt: skip
+            prep[w] = self._actors[w].prepare.remote(payload)
+        lost: list[dict[str, Any]] = []
+        live = self._settle(prep, dealt, lost, timeout=300)
+        start_wall = time.time() + START_LEAD_S + max((self.workers[w]["clock"].round_trip for w in live), default=0.0)
+        runs = {self._actors[w].run.remote(start_wall, self.workers[w]["clock"].offset): w for w in live}
+        results: dict[int, CellResult] = {}
+        errors: list[tuple[int, str]] = []
+        seen = {w: {"dealt": dealt[w], "started": 0, "finished": 0} for w in live}
+        ticked = [0]
+
+        def collect(deadline: Optional[float]) -> None:
+            while runs and (deadline is None or time.monotonic() < deadline):
+                ready, _ = ray.wait(list(runs), num_returns=len(runs), timeout=POLL_S)
+                for ref in ready:
+                    w = runs.pop(ref)
+                    try:
+                        data = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        lost.append(self._lose(w, seen[w], exc))
+                        continue
+                    except ray.exceptions.RayError as exc:
+                        errors.append((w, _first_line(exc)))
+                        continue
+                    res = result_from_dict(data)
+                    off = self.workers[w]["clock"].offset
+                    res.window = tuple(None if t is None else t - off for t in res.window)  # type: ignore[assignment]
+                    results[w] = res
+                    seen[w]["finished"] = len(res.samples)
+                self._poll(runs, seen)
+                if progress is not None:
+                    done = sum(s["finished"] for s in seen.values())
+                    if done != ticked[0]:
+                        progress(done - ticked[0])
+                        ticked[0] = done
+
+        try:
+            collect(None)
+        except KeyboardInterrupt:
+            for w in runs.values():
+                self._actors[w].interrupt.remote()
+            collect(time.monotonic() + 15)
+            for ref, w in list(runs.items()):  # did not answer in time: counted, never waited on forever
+                lost.append(self._lose(w, seen[w], RuntimeError("did not answer the interrupt within 15 s")))
+                runs.pop(ref)
+            if not results:
+                raise
+            for r in results.values():
+                r.interrupted = True
+        if errors and not results:
+            raise RuntimeError("; ".join(f"worker {w}: {e}" for w, e in errors))
+        for w, e in errors:  # a worker's own failure (not its death): counted like a lost share, with its message
+            lost.append(self._lose(w, seen[w], RuntimeError(e), dead=False))
+        return [results[w] for w in sorted(results)], lost
+
+    def _settle(self, refs: dict[int, Any], dealt: dict[int, int], lost: list[dict[str, Any]], timeout: float) -> list[int]:
+        """Wait for ``prepare`` on every worker; those that died are lost with everything unsent."""
+        ray = self._ray
+        live = []
+        for w, ref in refs.items():
+            try:
+                ray.get(ref, timeout=timeout)
+                live.append(w)
+            except ray.exceptions.RayActorError as exc:
+                lost.append(self._lose(w, {"dealt": dealt[w], "started": 0, "finished": 0}, exc))
+        if not live:
+            raise RuntimeError("every cluster worker was lost before the cell started: "
+                               + "; ".join(str(x["error"]) for x in lost))  # fmt: skip
+        return live
+
+    def _poll(self, runs: dict[Any, int], seen: dict[int, dict[str, int]]) -> None:
+        """Refresh each running worker's progress (a dead one simply does not answer)."""
+        if not runs:
+            return
+        ray = self._ray
+        asks = {self._actors[w].progress.remote(): w for w in runs.values()}
+        ready, _ = ray.wait(list(asks), num_returns=len(asks), timeout=POLL_S)
+        for ref in ready:
+            try:
+                seen[asks[ref]] = ray.get(ref)
+            except ray.exceptions.RayError:
+                pass
+
+    def _lose(self, w: int, progress: dict[str, int], exc: BaseException, dead: bool = True) -> dict[str, Any]:
+        """Count a lost worker's share from its last progress report; later cells run without it."""
+        if dead:
+            self.workers[w]["alive"] = False
+        started, finished = int(progress.get("started", 0)), int(progress.get("finished", 0))
+        entry = {"worker": w, "node": self.workers[w]["node"], "error": _first_line(exc), "dealt": int(progress.get("dealt", 0)),
+                 "finished_lost": finished, "in_flight": max(started - finished, 0),
+                 "unsent": max(int(progress.get("dealt", 0)) - started, 0)}  # fmt: skip
+        self.lost.append(entry)
+        return entry
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+def offsets_text(clock: ClockOffset) -> str:
+    """``+0.4 ± 1.2 ms``."""
+    return f"{clock.offset * 1000:+.1f} ± {clock.uncertainty * 1000:.1f} ms"
