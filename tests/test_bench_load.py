@@ -80,7 +80,7 @@ def test_ramp_spreads_the_slots_and_health_skips_the_warmup() -> None:
     """`ramp` starts the closed loop's slots evenly over that many seconds, in one process and across
     workers (slot j of worker w at global slot j·workers + w); the client's health (CPU, loop lag, GC)
     starts when the last warm-up request has finished, and GC pauses are reported."""
-    from latencykit.bench._workers import _slot_delays
+    from latencykit.bench._workers import slot_delays_for
 
     fast = asdict(IDEAL_TIMING) | {"time_scale": 0.2, "output_tokens": 5}  # 40 ms TTFT, E2E ~ 48 ms
     run = run_bench(BenchConfig(requests=16, concurrency=(4,), timing=fast, exact_output=False, warmup=4, ramp=0.4))
@@ -92,7 +92,7 @@ def test_ramp_spreads_the_slots_and_health_skips_the_warmup() -> None:
     # Health is measured from the end of the last warm-up request (sent at ~0.3 s, done ~0.35 s).
     assert h["wall_s"] < max(s["sent"] for s in cell.samples) + 0.1 - 0.3
     load = LoadSpec(concurrency=5, ramp=1.0)
-    assert _slot_delays(load, 0, 2) == [0.0, 0.4, 0.8] and _slot_delays(load, 1, 2) == [0.2, 0.6]
-    assert _slot_delays(LoadSpec(concurrency=5), 0, 2) is None
+    assert slot_delays_for(load, 0, 2) == [0.0, 0.4, 0.8] and slot_delays_for(load, 1, 2) == [0.2, 0.6]
+    assert slot_delays_for(LoadSpec(concurrency=5), 0, 2) is None
     with pytest.raises(ValueError, match="ramp"):
         LoadSpec(concurrency=2, ramp=-1.0)

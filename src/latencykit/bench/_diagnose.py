@@ -15,28 +15,33 @@ def diagnose(cell: Cell) -> list[str]:
     ttft50 = cell.value("ttft_service", 0.5) or 0.0
     starved: list[str] = []
     for h in cell.health:
+        at = f"node {h['node']}: " if h.get("node") is not None else ""  # a cluster worker says where it ran
         lag = h.get("loop_lag_p99")
         cores = h.get("cores")
         if lag is not None and lag > max(0.02, 0.1 * ttft50):
             if cores is not None and cores < 0.5:
                 load = h.get("load_average")
-                starved.append(f"event-loop lag p99 {lag * 1000:.0f} ms while using only {cores:.2f} cores"
+                starved.append(f"{at}event-loop lag p99 {lag * 1000:.0f} ms while using only {cores:.2f} cores"
                                + (f" (machine load average {load:.1f})" if load is not None else ""))  # fmt: skip
             else:
-                bound.append(f"event-loop lag p99 {lag * 1000:.0f} ms")
+                bound.append(f"{at}event-loop lag p99 {lag * 1000:.0f} ms")
         if cores is not None and cores > 0.85:
-            bound.append(f"a client process used {cores:.2f} cores (one event loop can use one)")
+            bound.append(f"{at}a client process used {cores:.2f} cores (one event loop can use one)")
         late = h.get("dispatch_late_p99")
         if late is not None and late > 0.05:
-            bound.append(f"the dispatcher woke {late * 1000:.0f} ms late (p99)")
+            bound.append(f"{at}the dispatcher woke {late * 1000:.0f} ms late (p99)")
     if bound:
         import os
 
         used = sum(h.get("cores") or 0.0 for h in cell.health)
         cpus = os.cpu_count() or 1
-        advice = ("use --workers N or fewer streams" if used < 0.6 * cpus else
-                  f"the client processes used {used:.2f} of this machine's {cpus} cores, so more workers cannot help "
-                  "here: fewer streams, or a machine with more cores")  # fmt: skip
+        if any(h.get("node") is not None for h in cell.health):  # a cluster: this machine's cores are not the question
+            advice = "more nodes (--cluster), more workers on the bound node (--per-node), or fewer streams"
+        elif used < 0.6 * cpus:
+            advice = "use --workers N or fewer streams"
+        else:
+            advice = (f"the client processes used {used:.2f} of this machine's {cpus} cores, so more workers cannot help "
+                      "here: fewer streams, or a machine with more cores")  # fmt: skip
         levers = resolve_levers(cell.strategy)
         if levers["client"] != "thin" and levers["http"] == "httpx":
             advice += ("; the SDK's own aiohttp backend (--matrix http=aiohttp) reads streams with about a third "

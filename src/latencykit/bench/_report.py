@@ -16,7 +16,8 @@ from ._grid import Grid, Line, make_console, markdown
 from ._stats import QUANTILES, Pct, parse_slo, percentiles
 
 __all__ = [
-    "METRIC_NAMES", "baseline_name", "cell_slos", "comparison_grid", "error_grid", "header_text", "health_text",
+    "METRIC_NAMES", "baseline_name", "cell_slos", "cluster_lines", "comparison_grid", "error_grid", "header_text", "health_text",
+    "limiting_node", "limiting_text", "node_health",
     "metrics_grid", "ms", "partial_text", "pct_text", "print_report", "rate", "report_blocks", "report_json",
     "report_markdown", "split_text", "throughput_line",
 ]  # fmt: skip
@@ -116,7 +117,12 @@ def split_text(cell: Cell, key: str) -> Optional[str]:
 
 def health_text(cell: Cell, h: dict[str, Any]) -> str:
     """One client process's CPU, event-loop lag, dispatcher lateness (open loop only) and peak in flight."""
-    who = f" worker {cell.health.index(h)}:" if len(cell.health) > 1 else ":"
+    if h.get("node") is not None:  # a cluster worker: its node first
+        who = f" node {h['node']} ({h.get('host')}) worker {h.get('worker')}:"
+    else:
+        who = f" worker {cell.health.index(h)}:" if len(cell.health) > 1 else ":"
+    if not h:
+        return f"client{who} no health figures (lost before it measured)"
     late = h.get("dispatch_late_p99")
     dispatch = f", dispatcher late p99 {ms(late)} ms" if late is not None else ""
     return (f"client{who} {h['cpu_s']:.1f} s CPU over {h['wall_s']:.1f} s ({h['cores'] or 0:.2f} cores), event-loop lag "
@@ -124,13 +130,80 @@ def health_text(cell: Cell, h: dict[str, Any]) -> str:
 
 
 def partial_text(cell: Cell, total: Optional[int]) -> Optional[str]:
-    """``PARTIAL: interrupted (Ctrl-C): 34 of 200 requests finished, 2 in flight cut`` or ``None``."""
+    """``PARTIAL: interrupted (Ctrl-C): 34 of 200 requests finished, 2 in flight cut`` or ``None``; for cluster
+    workers lost mid-cell also their finished-but-lost and unsent requests."""
     if cell.partial is None:
         return None
     cut = cell.partial.get("cut") or 0
     of = f" of {total}" if total else ""
-    return f"PARTIAL: {cell.partial.get('reason', 'partial')}: {len(cell.samples)}{of} requests finished" + (
+    text = f"PARTIAL: {cell.partial.get('reason', 'partial')}: {len(cell.samples)}{of} requests finished" + (
         f", {cut} in flight cut (not measured)" if cut else "")
+    lost, unsent = cell.partial.get("finished_lost") or 0, cell.partial.get("unsent") or 0
+    if cell.partial.get("workers_lost"):
+        text += f", {lost} finished on the lost worker(s) and lost with them, {unsent} never sent"
+    return text
+
+
+def node_health(cell: Cell) -> dict[int, dict[str, Any]]:
+    """Cluster runs: per node, its workers' worst event-loop lag p99, cores used and load average."""
+    out: dict[int, dict[str, Any]] = {}
+    for h in cell.health:
+        if h.get("node") is None or "loop_lag_p99" not in h:
+            continue
+        n = out.setdefault(int(h["node"]), {"node": int(h["node"]), "host": h.get("host"), "workers": 0, "loop_lag_p99": 0.0,
+                                             "cores": 0.0, "load_average": h.get("load_average")})  # fmt: skip
+        n["workers"] += 1
+        n["loop_lag_p99"] = max(n["loop_lag_p99"], h.get("loop_lag_p99") or 0.0)
+        n["cores"] = max(n["cores"], h.get("cores") or 0.0)
+    return out
+
+
+def limiting_node(cell: Cell) -> Optional[dict[str, Any]]:
+    """The node whose client fell furthest behind (worst event-loop lag p99, then busiest core), when workers ran
+    on more than one node; ``None`` otherwise."""
+    nodes = node_health(cell)
+    if len(nodes) < 2:
+        return None
+    return max(nodes.values(), key=lambda n: (n["loop_lag_p99"], n["cores"]))
+
+
+def limiting_text(cell: Cell) -> Optional[str]:
+    """``node that limited the run: node 1 (vm): event-loop lag p99 41 ms, 0.93 cores — client-bound`` or ``None``."""
+    n = limiting_node(cell)
+    if n is None:
+        return None
+    verdict = " — client-bound there" if cell.client_bound else " (within its means: no node was client-bound)"
+    return (f"node that limited the run: node {n['node']} ({n['host']}): event-loop lag p99 {ms(n['loop_lag_p99'])} ms, "
+            f"{n['cores']:.2f} cores{verdict}")  # fmt: skip
+
+
+def cluster_lines(run: BenchRun) -> list[str]:
+    """Cluster runs: the address, then one line per node (host, address, workers, clock offset ± uncertainty)."""
+    c = run.env.get("cluster")
+    if not c:
+        return []
+    nodes = c.get("nodes") or []
+    workers = sum(len(n.get("workers") or []) for n in nodes)
+    up = f"; local cluster up in {c['local_start_s']:.1f} s" if c.get("local_start_s") else ""
+    out = [f"cluster {c.get('address')}: {len(nodes)} node(s), {workers} worker(s){up}"]
+    for n in nodes:
+        clock = n.get("clock") or {}
+        skewed = [w for w in c.get("workers") or [] if w.get("node") == n.get("node")
+                  and abs((w.get("offset_s") or 0.0) - (clock.get("offset_s") or 0.0)) > 0.001]  # fmt: skip
+        extra = "".join(f"; worker {w['worker']} clock {_offset(w)}" for w in skewed)
+        out.append(f"  node {n.get('node')}: {n.get('host')} {n.get('ip')}, {len(n.get('workers') or [])} worker(s), "
+                   f"{n.get('cpus') or 0:g} CPU; clock offset {_offset(clock)}{extra}")  # fmt: skip
+    for x in c.get("lost") or []:
+        out.append(f"  LOST worker {x['worker']} (node {x['node']}): {x['error']} — {x['finished_lost']} finished and lost, "
+                   f"{x['in_flight']} in flight, {x['unsent']} unsent")  # fmt: skip
+    return out
+
+
+def _offset(clock: dict[str, Any]) -> str:
+    off, unc = clock.get("offset_s"), clock.get("uncertainty_s")
+    if off is None:
+        return "n/a"
+    return f"{off * 1000:+.1f} ± {(unc or 0) * 1000:.1f} ms"
 
 
 def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Optional[int] = None) -> list[Any]:
@@ -158,6 +231,9 @@ def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Opt
     elif cell.first_error:
         out.append(Line(f"first error: {cell.first_error}"))
     out += [Line(health_text(cell, h)) for h in cell.health]
+    limit = limiting_text(cell)
+    if limit:
+        out.append(Line(limit, "warning" if cell.client_bound else ""))
     thin = cell.control["ttft_service"]
     if thin.count:
         mine, ctl = cell.value("ttft_service", 0.5), thin.quantile(0.5)
@@ -214,16 +290,24 @@ def header_text(run: BenchRun) -> str:
     n = cfg.get("request_count", cfg.get("requests"))
     traffic = f"replay of {cfg.get('replay')}" if cfg.get("traffic") == "replay" else cfg.get("traffic")
     text = (f"latencykit bench — {head}; target {target.get('kind')} ({target.get('api')} API, model {target.get('model')}); "
-            f"traffic {traffic} ×{n} per cell, seed {cfg.get('seed')}; workers {cfg.get('workers')}")  # fmt: skip
+            f"traffic {traffic} ×{n} per cell, seed {cfg.get('seed')}; " + _workers_text(run))  # fmt: skip
     if cfg.get("forced"):
         text += "; FORCED MERGE of runs that differ: " + " | ".join(cfg["forced"])
     return text
+
+
+def _workers_text(run: BenchRun) -> str:
+    c = run.env.get("cluster")
+    if not c:
+        return f"workers {run.config.get('workers')}"
+    return f"workers {len(c.get('workers') or [])} on {len(c.get('nodes') or [])} node(s) of --cluster {c.get('address')}"
 
 
 def report_blocks(run: BenchRun) -> list[Any]:
     """The whole report as `Grid` / `Line` blocks."""
     cfg = run.config
     out: list[Any] = [Line(header_text(run), "strong")]
+    out += [Line(text) for text in cluster_lines(run)]
     if run.partial:
         out.append(Line(f"PARTIAL RUN: {run.partial}", "error"))
     total = cfg.get("request_count", cfg.get("requests"))
@@ -261,7 +345,8 @@ def report_json(run: BenchRun) -> dict[str, Any]:
             "key": c.key, "label": c.label, "level": c.level, "partial": c.partial, "summary": c.summary(),
             "throughput": c.throughput(), "goodput": c.goodput(cell_slos(cfg.get("slos") or ())), "outcomes": c.outcomes(),
             "cache_verdicts": c.verdicts(), "warnings": c.warnings, "no_data": c.no_data, "schedule": c.schedule,
+            "nodes": list(node_health(c).values()) or None, "limiting_node": limiting_node(c),
         })  # fmt: skip
     rows = strategy_table(run)
-    return {"emulated": run.emulated, "partial": run.partial, "header": header_text(run), "cells": cells,
+    return {"emulated": run.emulated, "partial": run.partial, "header": header_text(run), "cluster": run.env.get("cluster"), "cells": cells,
             "comparison": {"baseline": baseline_name(run), "rows": [r.to_dict() for r in rows]} if rows else None}  # fmt: skip

@@ -6,12 +6,14 @@ latencykit bench --rate 40 --concurrency 8 --duration 20 --emu-ideal
 latencykit bench --matrix cache=auto,off --matrix stream=forced,as-asked --out runs.json --html runs.html
 latencykit bench compare base.json new.json --max-regression 10% --metric ttft:p99
 latencykit bench merge w0.json w1.json w2.json -o all.json
+latencykit bench --cluster local:2 --traffic chat --requests 400 --concurrency 32
 latencykit bench emulator --ideal --port 8000
 ```
 
 Usage errors (a bad flag, a missing replay file, an unwritable ``--out`` or ``--html``) print one
 line and exit 2 before anything runs. Ctrl-C during a run prints the report of what was measured,
-writes the run file marked partial, and exits 130. On a pipe, tables print at full width;
+writes the run file marked partial, and exits 130. A ``--cluster`` run that lost a worker or node
+completes on the workers left, counts the lost share, and exits 3 (partial). On a pipe, tables print at full width;
 ``--format markdown|json`` prints the report as Markdown or JSON instead.
 """
 
@@ -30,6 +32,7 @@ __all__ = ["build_parser", "main", "register"]
 SUBCOMMANDS = ("run", "compare", "merge", "emulator")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+EXIT_PARTIAL = 3  # the run completed without some of its requests: a --cluster worker or node was lost
 _EPILOG = """other commands:
   latencykit bench compare BASE NEW   compare two run files; the CI gate (exit 1 on a regression)
   latencykit bench merge FILE... -o OUT   combine run files of workers or machines that ran side by side
@@ -106,6 +109,10 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     lo.add_argument("--ramp", type=float, default=0.0,
                     help="closed loop: seconds over which the slots start, spread evenly (against a jitter-free server, ~one request's duration)")  # fmt: skip
     lo.add_argument("--workers", type=int, default=1, help="client processes (one event loop each); sketches merge exactly")
+    lo.add_argument("--cluster", metavar="ADDRESS",
+                    help="place the workers on Ray: local:N (a throw-away cluster of N nodes here), auto, ray://HOST:10001 "
+                         'or HOST:PORT; needs pip install "latencykit[ray]"')  # fmt: skip
+    lo.add_argument("--per-node", type=int, metavar="N", help="with --cluster: worker processes per node (default one per CPU)")
     lo.add_argument("--control", type=_share, default=0.0, help="share of requests sent by the thin raw-HTTP reader, interleaved (e.g. 10%%)")
     s = p.add_argument_group("strategies and reports")
     levers = ", ".join(k + "=" + "/".join(v) for k, v in LEVERS.items())
@@ -176,8 +183,12 @@ def _cmd_run(argv: Sequence[str]) -> int:
             concurrency=args.concurrency, rate=args.rate, arrivals=args.arrivals, burstiness=args.burstiness,
             duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(matrix),
             labels=dict(args.label), workers=args.workers, control=args.control, slos=tuple(args.slo),
-            timing=asdict(timing),
+            timing=asdict(timing), cluster=args.cluster, per_node=args.per_node,
         )  # fmt: skip
+        if config.cluster is not None:
+            from ._cluster import import_ray
+
+            import_ray()  # one line naming the install command, before anything starts
         config.levels()  # a bad load level is a usage error now, not after the emulator started
         if config.replay is not None and not Path(config.replay).is_file():
             raise ValueError(f"--replay {config.replay}: no such file")
@@ -190,9 +201,12 @@ def _cmd_run(argv: Sequence[str]) -> int:
             console.print(Line(note, "note").rich(), highlight=False)
         started = time.perf_counter()
         run = run_bench(config, progress=not args.quiet, console=console)
-    except ValueError as exc:
+    except (ValueError, ImportError) as exc:
         print(f"latencykit bench: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RuntimeError as exc:  # the cluster did not come up, or every worker failed
+        print(f"latencykit bench: {exc}", file=sys.stderr)
+        return 1
     measured = sum(len(c.samples) for c in run.cells)
     if run.partial and not measured:
         print(f"latencykit bench: {run.partial}; no request had finished, so no run file was written", file=sys.stderr)
@@ -214,7 +228,9 @@ def _cmd_run(argv: Sequence[str]) -> int:
     if run.partial:
         where = f"; partial results in {saved}" if saved else ""
         print(f"latencykit bench: {run.partial}{where}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        interrupted = run.partial.startswith("interrupted") or any(
+            c.partial and c.partial.get("reason", "").startswith("interrupted") for c in run.cells)
+        return EXIT_INTERRUPTED if interrupted else EXIT_PARTIAL
     dead = [c for c in run.cells if c.no_data]
     for c in dead:  # one line each, so a CI log shows why
         print(f"latencykit bench: {c.key} has {c.no_data}", file=sys.stderr)
