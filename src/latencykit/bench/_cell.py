@@ -126,8 +126,15 @@ class Cell:
             self.server = self.server or other.server
         self.warnings.extend(w for w in other.warnings if w not in self.warnings)
         if other.partial is not None:
-            self.partial = {"reason": other.partial.get("reason", "partial"),
-                            "cut": (self.partial or {}).get("cut", 0) + int(other.partial.get("cut", 0))}  # fmt: skip
+            mine = self.partial or {}
+            part: dict[str, Any] = {"reason": other.partial.get("reason", "partial"),
+                                    "cut": mine.get("cut", 0) + int(other.partial.get("cut", 0))}  # fmt: skip
+            for k in ("unsent", "finished_lost"):  # a lost cluster worker's share, counted in both runs
+                if k in mine or k in other.partial:
+                    part[k] = int(mine.get(k, 0)) + int(other.partial.get(k, 0))
+            if mine.get("workers_lost") or other.partial.get("workers_lost"):
+                part["workers_lost"] = list(mine.get("workers_lost") or []) + list(other.partial.get("workers_lost") or [])
+            self.partial = part
 
     def _part(self) -> dict[str, Any]:
         return {"schedule": self.schedule, "window": list(self.window)}

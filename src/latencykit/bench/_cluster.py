@@ -67,8 +67,10 @@ def parse_cluster(text: str) -> ClusterSpec:
 
 def import_ray() -> Any:
     """``ray``, or ``ImportError`` saying which install command is missing."""
+    import importlib
+
     try:
-        import ray
+        ray = importlib.import_module("ray")  # optional, untyped for mypy whether installed or not
     except ImportError:
         raise ImportError(f"--cluster places the load on Ray, which is not installed here: {RAY_INSTALL}") from None
     return ray

@@ -59,6 +59,8 @@ class _Context:
     console: Any = None
     progress: bool = False
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fleet: Any = None
+    """The Ray workers (`latencykit.bench._fleet.Fleet`) every strategy's traffic is sent from, or ``None``."""
 
     def say(self, text: str) -> None:
         if self.console is not None:
@@ -191,7 +193,8 @@ def _run_round(ctx: _Context, s: StrategySpec, rnd: int, want_answers: bool) -> 
             ctx.say(f"  ready {_s(rr.ready_s)}, first token {_s(rr.first_token_s)} after spawn (its TTFT {_ms(first.ttft)})")
             scraper = _Scraper(url.rstrip("/") + spec.server.metrics).start() if spec.server.metrics else None
             try:
-                bench = run_bench(spec.bench_config(s, url, target.model), progress=ctx.progress, console=ctx.console)
+                bench = run_bench(spec.bench_config(s, url, target.model), progress=ctx.progress, console=ctx.console,
+                                  cluster=ctx.fleet)  # fmt: skip
             finally:
                 if scraper is not None:
                     rr.metrics = scraper.stop()
@@ -305,15 +308,18 @@ def _terminate_as_exit(registry: ServerRegistry) -> Iterator[None]:
 def experiment(
     source: Union[str, Path, Mapping[str, Any], ExperimentSpec], *, out: Union[str, Path, None] = None,
     html: Union[str, Path, None] = None, repeat: Optional[int] = None, only: Sequence[str] = (), progress: bool = False,
-    console: Any = None,
+    console: Any = None, cluster: Optional[str] = None, per_node: Optional[int] = None,
 ) -> ExperimentRun:
     """Run an experiment file (or its dict): every strategy started, loaded, measured and stopped.
 
     Writes ``<out>/experiment.json`` (a bench run file that ``bench compare`` and ``bench merge``
     take), the servers' logs under ``<out>/logs/``, and the HTML report to ``html`` if given;
     ``out`` defaults to ``experiment-<UTC time>``. ``only`` runs those strategies (and the
-    baseline). Prints progress to ``console`` (rich) when ``progress``. `ExperimentFileError`
-    (a ``ValueError``) for a bad file, before any server starts.
+    baseline). Prints progress to ``console`` (rich) when ``progress``. ``cluster`` / ``per_node``
+    send each strategy's traffic from Ray workers as ``latencykit bench --cluster`` does (one set
+    of workers for the whole experiment; a server the experiment starts listens on this machine,
+    so the nodes must be on it too, e.g. ``local:N``). `ExperimentFileError` (a ``ValueError``)
+    for a bad file, before any server starts.
     """
     spec = source if isinstance(source, ExperimentSpec) else load_experiment(source)
     unknown = [n for n in only if n not in {s.name for s in spec.strategies}]
@@ -341,7 +347,17 @@ def experiment(
     cells: dict[str, Cell] = {}
     configs: list[dict[str, Any]] = []
     interrupted = False
+    fleet = None
+    if cluster is not None:
+        from ._fleet import Fleet
+
+        BenchConfig(cluster=cluster, per_node=per_node)  # a bad address or count: ValueError before anything starts
+        fleet = Fleet(cluster, per_node)
+        ctx.fleet = fleet
     try:
+        if fleet is not None:
+            ctx.say(f"starting the cluster workers ({cluster})")
+            fleet.__enter__()
         with _terminate_as_exit(registry):
             for rnd, s in order:
                 want = q.enabled and s.quality and results[s.name].answers is None
@@ -360,6 +376,8 @@ def experiment(
         interrupted = True
         raise
     finally:
+        if fleet is not None:
+            fleet.close()
         run = _assemble(spec, ctx, order, results, cells, configs, interrupted)
         run.spec["out"] = str(folder)
         with contextlib.suppress(OSError):
@@ -388,5 +406,8 @@ def _assemble(spec: ExperimentSpec, ctx: _Context, order: list[tuple[int, Strate
                  "interrupted": interrupted, "quality": {"prompts": len(ctx.prompts), "max_tokens": spec.quality.max_tokens,
                  "temperature": spec.quality.temperature, "scorer": spec.quality.scorer, "enabled": spec.quality.enabled},
                  "file": spec.raw, "targets": ctx.targets}  # fmt: skip
-    bench = BenchRun(config, environment(), ordered)
+    env = environment()
+    if ctx.fleet is not None:
+        env["cluster"] = ctx.fleet.describe()
+    bench = BenchRun(config, env, ordered)
     return ExperimentRun(bench, [results[n] for n in names], spec_dict)

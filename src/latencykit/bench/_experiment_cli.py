@@ -5,6 +5,7 @@ latencykit experiment --example emulator > emulator.toml
 latencykit experiment emulator.toml --out runs/emu --html emu.html
 latencykit experiment llamacpp.toml --repeat 2 --only q8_0 --only q4_0
 latencykit experiment llamacpp.toml --dry-run
+latencykit experiment emulator.toml --cluster local:2
 ```
 
 Exit status: 0 when every strategy ran; 1 when one failed (its reason and log tail are in the
@@ -56,6 +57,9 @@ def _parser(prog: str = "latencykit experiment") -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the exact commands, start nothing")
     p.add_argument("--example", choices=EXAMPLES, help="print a ready experiment file and exit")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--cluster", metavar="ADDRESS", help="send the traffic from Ray workers, as latencykit bench --cluster "
+                   '(local:N here: the servers listen on this machine); needs pip install "latencykit[ray]"')  # fmt: skip
+    p.add_argument("--per-node", type=_repeat, metavar="N", help="with --cluster: worker processes per node (default one per CPU)")
     return p
 
 
@@ -85,9 +89,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from ._experiment import experiment
 
         console = Console()
+        if args.cluster is not None:
+            from ._cluster import import_ray, parse_cluster
+
+            parse_cluster(args.cluster)
+            import_ray()
         run = experiment(spec, out=args.out, html=args.html, repeat=args.repeat, only=args.only, progress=not args.quiet,
-                         console=console)  # fmt: skip
-    except ExperimentFileError as exc:
+                         console=console, cluster=args.cluster, per_node=args.per_node)  # fmt: skip
+    except (ExperimentFileError, ValueError, ImportError) as exc:
         print(f"latencykit experiment: {exc}", file=sys.stderr)
         return 2
     run.report(console)

@@ -101,9 +101,11 @@ class Fleet:
         nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
         if not nodes:
             raise ValueError(f"--cluster {self.spec.text}: the cluster has no live node")
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        import importlib
 
         from ._ray_worker import BenchWorker
+
+        NodeAffinitySchedulingStrategy = importlib.import_module("ray.util.scheduling_strategies").NodeAffinitySchedulingStrategy
 
         remote = ray.remote(num_cpus=0, max_restarts=0)(BenchWorker)
         skews = _skews()
@@ -120,8 +122,7 @@ class Fleet:
                                "cpus": n.get("Resources", {}).get("CPU"), "workers": mine})  # fmt: skip
         hellos = ray.get([a.hello.remote() for a in self._actors], timeout=180)
         for a, h in zip(self._actors, hellos):
-            clock = measure_offset(lambda a=a: float(ray.get(a.clock.remote(), timeout=30)))
-            self.workers.append({**h, "clock": clock, "alive": True})
+            self.workers.append({**h, "clock": measure_offset(_asker(ray, a)), "alive": True})
         for node in self.nodes:
             first = self.workers[node["workers"][0]]
             node.update(host=first["host"], clock=first["clock"].to_dict(), latencykit=first["latencykit"])
@@ -173,16 +174,20 @@ class Fleet:
             self._saved_cluster_flag = None
 
     # -- facts ---------------------------------------------------------------------------------
-    def check_reachable(self, target: TargetSpec, in_process_emulator: bool) -> None:
-        """``ValueError`` when the workers cannot reach an in-process emulator (it listens on this machine's loopback)."""
-        if not in_process_emulator:
+    def check_reachable(self, target: TargetSpec) -> None:
+        """``ValueError`` when workers on other hosts are pointed at a loopback URL (an in-process emulator, a
+        server an experiment started on 127.0.0.1): they would measure their own machine, or nothing."""
+        from urllib.parse import urlparse
+
+        host = (urlparse(target.base_url or "").hostname or "").lower()
+        if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
             return
         here = socket.gethostname()
         away = sorted({w["host"] for w in self.workers if w["host"] != here})
         if away:
-            raise ValueError(f"the in-process emulator listens on 127.0.0.1 of {here}, which the workers on "
-                             f"{', '.join(away)} cannot reach: start `latencykit emulator --host 0.0.0.0` on a machine "
-                             "they reach and pass --target emulator --base-url http://HOST:8000")  # fmt: skip
+            raise ValueError(f"the target {target.base_url} is on the loopback of {here}, which the workers on "
+                             f"{', '.join(away)} cannot reach: serve it on an address they reach (for the emulator, "
+                             "`latencykit emulator --host 0.0.0.0` and --base-url http://HOST:8000)")  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
         """The run file's ``env["cluster"]``: address, nodes (clock offset, uncertainty, workers) and workers."""
@@ -314,6 +319,13 @@ class Fleet:
                  "unsent": max(int(progress.get("dealt", 0)) - started, 0)}  # fmt: skip
         self.lost.append(entry)
         return entry
+
+
+def _asker(ray: Any, actor: Any) -> Callable[[], float]:
+    def ask() -> float:
+        return float(ray.get(actor.clock.remote(), timeout=30))
+
+    return ask
 
 
 def _first_line(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's floor is 75 MiB; the bench moves only small results
 SHUTDOWN_GRACE_S = 20.0
@@ -35,9 +36,10 @@ def main(argv: list[str]) -> int:
         os.killpg(0, signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True).start()
-    from ray.cluster_utils import Cluster
+    import importlib
 
-    args = {"num_cpus": cpus, "include_dashboard": False, "object_store_memory": OBJECT_STORE_BYTES,
+    Cluster = importlib.import_module("ray.cluster_utils").Cluster
+    args: dict[str, Any] = {"num_cpus": cpus, "include_dashboard": False, "object_store_memory": OBJECT_STORE_BYTES,
             "node_ip_address": "127.0.0.1"}  # fmt: skip
     cluster = Cluster(initialize_head=True, head_node_args=dict(args))
     try:

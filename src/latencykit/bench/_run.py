@@ -68,7 +68,7 @@ def _lateness(emu: Any, url: Optional[str], reset: bool) -> Optional[dict[str, A
         return None
 
 
-def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = None, cluster: Optional[str] = None,
+def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = None, cluster: Any = None,
               per_node: Optional[int] = None) -> BenchRun:
     """Run every strategy at every load level; returns the `BenchRun` (nothing is printed unless ``progress``).
 
@@ -84,14 +84,17 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     from ..emulator import Emulator, TimingModel
     from ..emulator._flags import BENCH_TIMING
 
+    fleet, owned = None, False
+    if cluster is not None and not isinstance(cluster, str):  # an open Fleet, shared by several runs (experiments)
+        fleet, cluster = cluster, cluster.spec.text
+        per_node = per_node if per_node is not None else fleet.per_node
     if cluster is not None or per_node is not None:
         config = replace(config, cluster=cluster if cluster is not None else config.cluster,
                          per_node=per_node if per_node is not None else config.per_node)  # fmt: skip
-    fleet = None
-    if config.cluster is not None:
+    if fleet is None and config.cluster is not None:
         from ._fleet import Fleet
 
-        fleet = Fleet(config.cluster, config.per_node)
+        fleet, owned = Fleet(config.cluster, config.per_node), True
 
     target = resolve_target(config.target, base_url=config.base_url, model=config.model, api=config.api,
                             per_chunk_usage=config.per_chunk_usage, exact_output=config.exact_output)  # fmt: skip
@@ -118,8 +121,9 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     lost: list[str] = []
     try:
         if fleet is not None:
-            fleet.__enter__()
-            fleet.check_reachable(target, emu is not None)
+            if owned:
+                fleet.__enter__()
+            fleet.check_reachable(target)
             run.env["cluster"] = fleet.describe()
         bar = _Progress(console) if progress else None
         for done, (strategy, load) in enumerate(cells):
@@ -149,7 +153,8 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
         if fleet is not None:
             if "cluster" in run.env:
                 run.env["cluster"]["lost"] = list(fleet.lost)
-            fleet.close()
+            if owned:
+                fleet.close()
         if emu is not None:
             emu.stop()
     if lost:
