@@ -35,6 +35,9 @@ __all__ = ["Fleet", "SKEW_ENV"]
 SKEW_ENV = "LATENCYKIT_TEST_CLOCK_SKEW"
 """Tests only: ``"1=5.0"`` makes worker 1 read its wall clock 5 s fast (a skewed node, detected and corrected)."""
 POLL_S = 0.25
+"""How long the driver waits for results between looks (a Ctrl-C is seen within it)."""
+PROGRESS_S = 1.0
+"""How often the driver asks each worker for its progress (what a lost worker had done is known to within it)."""
 START_LEAD_S = 0.3
 
 
@@ -236,6 +239,7 @@ class Fleet:
         errors: list[tuple[int, str]] = []
         seen = {w: {"dealt": dealt[w], "started": 0, "finished": 0} for w in live}
         ticked = [0]
+        next_poll = [time.monotonic() + PROGRESS_S]
 
         def collect(deadline: Optional[float]) -> None:
             while runs and (deadline is None or time.monotonic() < deadline):
@@ -252,10 +256,15 @@ class Fleet:
                         continue
                     res = result_from_dict(data)
                     off = self.workers[w]["clock"].offset
-                    res.window = tuple(None if t is None else t - off for t in res.window)  # type: ignore[assignment]
+                    res.window = (None if res.window[0] is None else res.window[0] - off,
+                                  None if res.window[1] is None else res.window[1] - off)  # fmt: skip
+                    if res.health:  # this worker's measured window, on the driver's timeline
+                        res.health["window"] = list(res.window)
                     results[w] = res
                     seen[w]["finished"] = len(res.samples)
-                self._poll(runs, seen)
+                if time.monotonic() >= next_poll[0]:
+                    self._poll(runs, seen)
+                    next_poll[0] = time.monotonic() + PROGRESS_S
                 if progress is not None:
                     done = sum(s["finished"] for s in seen.values())
                     if done != ticked[0]:

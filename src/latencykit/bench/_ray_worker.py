@@ -86,7 +86,19 @@ class BenchWorker:
             "strategy": payload["strategy"], "slot_delays": payload["slot_delays"],
         }  # fmt: skip
         self._counts = {"dealt": len(mine), "started": 0, "finished": 0}
+        await self._warm(self._prepared["target"], payload["strategy"], config.control)
         return len(mine)
+
+    @staticmethod
+    async def _warm(target: Any, strategy: dict[str, str], control: float) -> None:
+        """Build and close the cell's senders once, so the SDK imports (seconds on a cold worker) happen before
+        the start instant rather than after it."""
+        from ._clients import make_sender
+        from ._config import resolve_levers
+
+        senders = [make_sender(target, resolve_levers(strategy))] + ([make_sender(target, {"client": "thin"})] if control > 0 else [])
+        for sender in senders:
+            await sender.aclose()
 
     async def run(self, start_wall: float, offset: float) -> dict[str, Any]:
         """Run the prepared share from the driver's wall-clock instant ``start_wall`` (this worker's clock is
