@@ -48,8 +48,8 @@ def ray_processes() -> set[int]:
 
 @pytest.fixture(scope="module")
 def emulator_url() -> Iterator[str]:
-    """An emulator process of its own (ideal timing: TTFT 200 ms, 10 ms/token, 30 tokens, no jitter) on 127.0.0.1,
-    so the server's timing is not disturbed by the driver's Ray threads; stopped by its PID."""
+    """An emulator process of its own (ideal timing with TTFT 400 ms: 10 ms/token, 30 tokens, no jitter, no prefill
+    cost) on 127.0.0.1, so the server's timing is not disturbed by the driver's Ray threads; stopped by its PID."""
     import signal
     import socket
     import subprocess
@@ -61,7 +61,7 @@ def emulator_url() -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "latencykit", "bench", "emulator", "--port", str(port), "--ideal",
-                             "--tokens-per-chunk", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                             "--ttft", "0.4", "--tokens-per-chunk", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while True:
