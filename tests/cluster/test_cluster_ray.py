@@ -190,3 +190,29 @@ def test_ctrl_c_writes_a_partial_run_and_stops_the_cluster(tmp_path: Path, emula
     assert data["partial"].startswith("interrupted")
     assert 0 < len(data["cells"][0]["samples"]) < 400
     assert {s["node"] for s in data["cells"][0]["samples"]} == {0, 1}  # both workers' finished requests came back
+
+
+def test_experiment_sends_each_strategy_from_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``latencykit experiment --cluster local:2``: every strategy's traffic from both nodes, one cluster for all."""
+    import tomllib
+
+    # the example starts `latencykit bench emulator`: this interpreter's script, whatever PATH the lane has
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    from latencykit.bench import experiment
+    from latencykit.bench._experiment_cli import example
+
+    spec = tomllib.loads(example("emulator"))
+    spec["traffic"]["requests"] = 16
+    spec["load"]["warmup"] = 2
+    spec["quality"]["prompts"] = 2
+    run = experiment(spec, out=tmp_path / "exp", only=["int8"], cluster="local:2")
+    cells = run.bench.cells
+    assert {c.labels["strategy"] for c in cells} == {"baseline", "int8"}
+    for c in cells:
+        assert {s["node"] for s in c.samples} == {0, 1} and len(c.samples) == 16
+    assert len(run.bench.env["cluster"]["nodes"]) == 2
+    from latencykit.bench import ExperimentRun
+
+    saved = ExperimentRun.load(tmp_path / "exp" / "experiment.json")
+    assert saved.bench.env["cluster"]["address"] == "local:2"

@@ -3,7 +3,8 @@
 Owns the traffic shapes, the load runner, run files (the model: ``_cell``, ``_run``) and their
 views (``_report``, ``_html``, ``_compare``), the demo, server-strategy experiments
 (``experiment``: ``_expfile``, ``_servers``, ``_quality``, ``_claims``, ``_experiment``, ``_exp_*``),
-and the code still to come for Ray placement, which goes in this package or above it.
+and the Ray placement of the workers (``--cluster``: ``_cluster``, ``_local_ray``, ``_clock``,
+``_fleet``, ``_ray_worker``; Ray imported only there, lazily).
 
 Layer: below the CLI only. May import every other layer; nothing in the library imports it.
 """
