@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import time
 from dataclasses import asdict
 from typing import Any, Callable, Optional, Sequence
@@ -83,6 +84,9 @@ class Fleet:
     def open(self) -> "Fleet":
         """Start (``local:N``) or join the cluster, place the workers, measure their clocks."""
         address = self.spec.ray_address
+        if self.spec.kind == "local" and "ray" in sys.modules and getattr(sys.modules["ray"], "is_initialized", lambda: False)():
+            raise ValueError(f"--cluster {self.spec.text} starts a cluster of its own, but this process is already "
+                             "connected to Ray: call ray.shutdown() first, or pass cluster='auto' to use that one")  # fmt: skip
         if self.spec.kind == "local":
             for k, v in ray_env().items():  # this driver joins on 127.0.0.1 too (read when ray is imported)
                 self._env_set[k] = os.environ.get(k)
@@ -248,11 +252,11 @@ class Fleet:
                     w = runs.pop(ref)
                     try:
                         data = ray.get(ref)
-                    except ray.exceptions.RayActorError as exc:
-                        lost.append(self._lose(w, seen[w], exc))
-                        continue
-                    except ray.exceptions.RayError as exc:
+                    except ray.exceptions.RayTaskError as exc:  # the worker's own code raised
                         errors.append((w, _first_line(exc)))
+                        continue
+                    except ray.exceptions.RayError as exc:  # the actor, its process or its node is gone
+                        lost.append(self._lose(w, seen[w], exc))
                         continue
                     res = result_from_dict(data)
                     off = self.workers[w]["clock"].offset
@@ -298,7 +302,9 @@ class Fleet:
             try:
                 ray.get(ref, timeout=timeout)
                 live.append(w)
-            except ray.exceptions.RayActorError as exc:
+            except ray.exceptions.RayTaskError as exc:  # a bad share, the same on every worker: not a lost node
+                raise RuntimeError(f"cluster worker {w} could not take its share: {_first_line(exc)}") from None
+            except ray.exceptions.RayError as exc:  # gone, or no answer within the timeout
                 lost.append(self._lose(w, {"dealt": dealt[w], "started": 0, "finished": 0}, exc))
         if not live:
             raise RuntimeError("every cluster worker was lost before the cell started: "
