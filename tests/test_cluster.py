@@ -124,6 +124,9 @@ def test_report_shows_nodes_offsets_health_and_the_limiting_node() -> None:
     assert "client node 0 (vm) worker 0:" in md and "client node 1 (vm) worker 1:" in md
     assert "node that limited the run: node 1 (vm): event-loop lag p99 500.0 ms" in md
     assert "node 1: event-loop lag p99 500 ms" in md  # the client-bound warning says where
+    page = run.to_html()
+    assert "cluster local:2: 2 node(s), 2 worker(s)" in page and "node that limited the run: node 1 (vm)" in page
+    assert "client node 1 (vm) worker 1:" in page
     doc = report_json(run)
     assert doc["cluster"]["nodes"][1]["clock"]["offset_s"] == -3.0001
     assert doc["cells"][0]["limiting_node"]["node"] == 1

@@ -17,7 +17,7 @@ from ._cell import BenchRun, Cell
 from ._compare import Comparison, strategy_table
 from ._grid import Grid
 from ._report import (
-    baseline_name, cell_slos, comparison_grid, header_text, health_text, metrics_grid, partial_text, rate, split_text,
+    baseline_name, cell_slos, cluster_lines, comparison_grid, header_text, health_text, limiting_text, metrics_grid, partial_text, rate, split_text,
     throughput_line,
 )  # fmt: skip
 from ._svg import COLOURS, Series, bars, chart, time_axis
@@ -109,6 +109,9 @@ def _cell_html(cell: Cell, run: BenchRun) -> str:
     if cell.first_error and not cell.no_data:
         lines.append(f"first error: {cell.first_error}")
     lines += [health_text(cell, h) for h in cell.health]
+    limit = limiting_text(cell)
+    if limit:
+        lines.append(limit)
     parts += [f"<p>{_e(line)}</p>" for line in lines]
     if cell.no_data:
         parts.append(f'<p class="bad">{_e(cell.no_data)}</p>')
@@ -211,6 +214,7 @@ def render_html(run: BenchRun, standalone: bool = True) -> str:
     cfg = run.config
     parts = [f"<h2>{_e(tag)}latencykit bench: {_e(cfg.get('traffic'))} traffic, target {_e(cfg.get('target', {}).get('kind'))}</h2>",
              f'<p class="dim">{_e(header_text(run))}</p>']  # fmt: skip
+    parts += [f"<p>{_e(line)}</p>" for line in cluster_lines(run)]
     if run.partial:
         parts.append(f'<p class="bad">PARTIAL RUN: {_e(run.partial)}</p>')
     parts.append(_kv("configuration", _config_rows(run)) + _kv("environment", _env_rows(run)))
