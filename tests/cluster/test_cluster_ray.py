@@ -99,6 +99,23 @@ def _cli(args: list[str], tmp: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
+
+
+def _finish(p: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """The command's output once it exits; killed (and the test failed by its caller's asserts) if it hangs."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return out, err + f"\n[killed: still running after {timeout:.0f} s]"
+
+
 def _wait_for_requests(url: str, count: int, timeout: float = 120) -> None:
     """Until the emulator has released ``count`` first chunks in this cell (its lateness counters)."""
     import urllib.request
@@ -116,13 +133,7 @@ def _wait_for_requests(url: str, count: int, timeout: float = 120) -> None:
 def _worker_pids(timeout: float = 90) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pids = []
-        for pid in ray_processes():
-            try:
-                if b"ray::BenchWorker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    pids.append(pid)
-            except OSError:
-                pass
+        pids = [pid for pid in ray_processes() if b"ray::BenchWorker" in _cmdline(pid)]
         if len(pids) >= 2:
             return sorted(pids)
         time.sleep(0.2)
@@ -154,11 +165,8 @@ def test_killed_worker_leaves_a_counted_partial_run_without_a_hang(tmp_path: Pat
         _wait_for_requests(emulator_url, 60)
         time.sleep(1.5)  # one more progress report from each worker
         os.kill(pids[1], signal.SIGKILL)
-        stdout, stderr = p.communicate(timeout=180)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
+        stdout, stderr = _finish(p, 180)
     assert p.returncode == 3, stderr[-2000:]
     assert "cluster workers lost" in stderr
     run = BenchRun.load(out)
@@ -180,11 +188,8 @@ def test_ctrl_c_writes_a_partial_run_and_stops_the_cluster(tmp_path: Path, emula
         _worker_pids()
         _wait_for_requests(emulator_url, 40)
         p.send_signal(signal.SIGINT)
-        stdout, stderr = p.communicate(timeout=120)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate()
+        stdout, stderr = _finish(p, 120)
     assert p.returncode == 130, stderr[-2000:]
     data: dict[str, Any] = json.loads(out.read_text())
     assert data["partial"].startswith("interrupted")
@@ -216,3 +221,18 @@ def test_experiment_sends_each_strategy_from_the_cluster(tmp_path: Path, monkeyp
 
     saved = ExperimentRun.load(tmp_path / "exp" / "experiment.json")
     assert saved.bench.env["cluster"]["address"] == "local:2"
+
+
+def test_ctrl_c_while_the_cluster_starts_leaves_no_ray_process(tmp_path: Path) -> None:
+    """A Ctrl-C before the nodes are up: exit 130 and every process of the half-started cluster stopped."""
+    p = _cli(["--cluster", "local:2", "--requests", "20", "--quiet", "--out", str(tmp_path / "run.json")], tmp_path)
+    deadline = time.monotonic() + 60
+    while not any(b"latencykit.bench._local_ray" in _cmdline(pid) for pid in ray_processes()):
+        assert time.monotonic() < deadline, "the local cluster helper never started"
+        time.sleep(0.05)
+    time.sleep(1.0)  # its Ray processes are starting
+    p.send_signal(signal.SIGINT)
+    _, stderr = _finish(p, 90)
+    assert p.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    # the no_ray_left fixture then checks, by PID, that nothing of the cluster is left

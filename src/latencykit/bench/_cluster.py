@@ -146,18 +146,25 @@ class LocalRayCluster:
 
         def read() -> None:  # the first line that is the helper's JSON (Ray may print before it)
             out = self.proc.stdout if self.proc is not None else None
-            for text in iter(out.readline, "") if out is not None else ():
-                try:
-                    info = json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(info, dict) and "address" in info and not found:
-                    found.append(info)
-                    ended.set()  # and keep draining, so the helper never blocks on a full pipe
+            try:
+                for text in iter(out.readline, "") if out is not None else ():
+                    try:
+                        info = json.loads(text)
+                    except ValueError:
+                        continue
+                    if isinstance(info, dict) and "address" in info and not found:
+                        found.append(info)
+                        ended.set()  # and keep draining, so the helper never blocks on a full pipe
+            except (OSError, ValueError):  # `stop` closed the pipe under us
+                pass
             ended.set()
 
         threading.Thread(target=read, daemon=True).start()
-        ended.wait(timeout)
+        try:
+            ended.wait(timeout)
+        except BaseException:  # Ctrl-C while the nodes start: they are stopped, never left behind
+            self.stop()
+            raise
         info = found[0] if found else None
         if info is None:
             why = "exited" if self.proc is None or self.proc.poll() is not None else "did not come up"

@@ -94,8 +94,8 @@ class Fleet:
         ray = self._ray = import_ray()
         if self.spec.kind == "local":
             self._loopback(ray, True)
-            self.local = LocalRayCluster(self.spec.nodes).start()
-            address = self.local.address
+            self.local = LocalRayCluster(self.spec.nodes)  # set first: `close` stops it whatever `start` reached
+            address = self.local.start().address
         if not ray.is_initialized():
             logging.getLogger("ray").setLevel(logging.WARNING)
             try:

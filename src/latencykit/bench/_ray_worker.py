@@ -76,7 +76,8 @@ class BenchWorker:
                                 "per_node": None})  # fmt: skip
         shares = payload.get("requests")
         if shares is None:
-            mine = [r for r in build_requests(config) if r.index in set(payload["indices"])]
+            wanted = set(payload["indices"])
+            mine = [r for r in build_requests(config) if r.index in wanted]
         else:
             mine = list(shares)
         offsets = payload["offsets"]
