@@ -47,7 +47,26 @@ class CallRecord:
     ttft: Optional[float] = None
     """Call start → first event carrying a generated token (text, thinking, tool arguments)."""
     tpot: Optional[float] = None
-    """(last token − first token) / (output_tokens − 1); ``None`` below 2 tokens."""
+    """Time per output token over the tokens that were streamed; ``None`` below 2 tokens.
+    Without reasoning: (last token − first token) / (output_tokens − 1). With reasoning the
+    billed count is not always what was streamed: `tpot_basis` says which rule applied."""
+    ttfo: Optional[float] = None
+    """Call start → first token of the *answer* (text, refusal or tool arguments; not reasoning,
+    thinking or a summary of it). Equals `ttft` on a call without streamed reasoning."""
+    reasoning_time: Optional[float] = None
+    """Seconds the model spent reasoning before the answer: first reasoning token → first
+    output token where reasoning was streamed; estimated where it was hidden
+    (`reasoning_time_basis`)."""
+    reasoning_time_basis: Optional[str] = None
+    """``"streamed"`` (measured between streamed events) or ``"hidden_estimate"`` (reasoning
+    tokens × the answer's TPOT, capped at TTFO: the reasoning itself was never streamed)."""
+    tpot_basis: Optional[str] = None
+    """Which TPOT rule applied (docs/timing.md, "Reasoning models"): ``"output"`` (no reasoning:
+    every billed token was streamed), ``"streamed_reasoning"`` (reasoning streamed token by token:
+    every billed token was streamed), ``"answer"`` (reasoning hidden or summarized, its count
+    reported: answer window / (output − reasoning − 1)), ``"answer_estimate"`` (summarized thinking
+    with no count: the answer's tokens estimated from its streamed text), or ``"unknown"``
+    (TPOT left ``None``: the answer had fewer than 2 tokens)."""
     e2e: Optional[float] = None
     """Call start → terminal event, error or abandonment."""
     decode_time: Optional[float] = None
@@ -136,6 +155,8 @@ class CallRecord:
         model = self.response_model or self.request_model
         parts = [f"{self.provider}/{model}", self.api or self.operation, self.outcome]
         parts += [f"{k}={_ms(v)}" for k, v in (("ttft", self.ttft), ("tpot", self.tpot), ("e2e", self.e2e)) if v is not None]
+        if self.ttfo is not None and self.ttfo != self.ttft:
+            parts.insert(3, f"ttfo={_ms(self.ttfo)}")
         if self.input_tokens is not None or self.output_tokens is not None:
             parts.append(f"in={_n(self.input_tokens)} out={_n(self.output_tokens)}")
         if self.cache_read_tokens is not None:

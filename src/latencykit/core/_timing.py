@@ -12,7 +12,10 @@ When the clocks start and stop (see also ``docs/timing.md``):
 - TTFT: the first event that carries a generated token on any channel.
 - last token: the last token-bearing event.
 - E2E: the terminal event if one arrived, else the moment of the error or abandonment.
-- TPOT: (last token − first token) / (output_tokens − 1), tokens from the server's usage.
+- TPOT: (last token − first token) / (output_tokens − 1), tokens from the server's usage —
+  over the tokens that were streamed: where reasoning was billed but not streamed, over the
+  answer only (`_tpot`; ``docs/timing.md``, "Reasoning models").
+- TTFO: the first token-bearing event that is not reasoning (the answer's first token).
 """
 
 from __future__ import annotations
@@ -25,12 +28,30 @@ from typing import Callable, Optional
 from ._rank import nearest_rank
 from ._record import CallRecord, Outcome
 
-__all__ = ["CallTimer", "Clock", "Sink"]
+__all__ = ["CallTimer", "Clock", "Sink", "REASONING_TEXT", "REASONING_SUMMARY", "REASONING_OPAQUE", "THINKING"]
 
 Clock = Callable[[], float]
 Sink = Callable[[CallRecord], None]
 
 logger = logging.getLogger("latencykit")
+
+# What a reasoning-channel event carried (`CallTimer.reasoning`), as bits: the TPOT rule
+# depends on whether every billed reasoning token was streamed.
+REASONING_TEXT = 1
+"""The reasoning itself, token by token (DeepSeek ``reasoning_content``, vLLM / llama.cpp
+reasoning parsers, OpenRouter ``reasoning.text``, Responses ``reasoning_text``)."""
+REASONING_SUMMARY = 2
+"""A summary of the reasoning (Responses ``reasoning_summary_text``, OpenRouter ``reasoning.summary``)."""
+REASONING_OPAQUE = 4
+"""An encrypted or redacted blob standing for reasoning (OpenRouter ``reasoning.encrypted``)."""
+THINKING = 8
+"""Anthropic thinking: the full thinking on some models, a summary of it on others; the usage
+does not say which, so the streamed text's size against the billed count decides (`_tpot`)."""
+
+# Summarized rather than streamed whole: the billed output exceeds this multiple of the
+# estimated streamed tokens (plus a small constant for short answers).
+_SUMMARY_RATIO = 1.5
+_SUMMARY_SLACK = 16
 
 # Exceptions that mean "the caller stopped", not "the call failed".
 _CALLER_STOPS: tuple[type[BaseException], ...] = (
@@ -55,6 +76,9 @@ class CallTimer:
         "_terminal_at",
         "_done",
         "_attempt_started",
+        "_reasoning",
+        "_reasoning_kinds",
+        "streamed_estimate",
     )
 
     def __init__(self, record: CallRecord, *, clock: Clock, sink: Sink) -> None:
@@ -70,6 +94,12 @@ class CallTimer:
         self._terminal_at: Optional[float] = None
         self._done = False
         self._attempt_started: Optional[float] = None
+        self._reasoning: list[int] = []
+        """Indices into ``_stamps`` of the reasoning-channel events (appended off the hot path)."""
+        self._reasoning_kinds = 0
+        self.streamed_estimate: Optional[tuple[int, int]] = None
+        """(reasoning, answer) tokens estimated from the streamed text, where the usage cannot
+        split the billed count (Anthropic thinking); set by the tap before the end."""
         self._t0 = clock()  # last, so that set-up above is not counted
 
     # -- hot path: once per event -------------------------------------------------------
@@ -84,6 +114,21 @@ class CallTimer:
     def token(self) -> None:
         """`event` for an event known to carry a token (the common case: one clock read, one append)."""
         self._stamps.append(self._clock())
+
+    def reasoning(self, kind: int) -> None:
+        """A token-bearing event on the reasoning channel (``kind``: `REASONING_TEXT`, ...).
+
+        It counts for TTFT (a generated token on any channel) but not for TTFO.
+        """
+        stamps = self._stamps
+        self._reasoning.append(len(stamps))
+        self._reasoning_kinds |= kind
+        stamps.append(self._clock())
+
+    def reasoning_block(self, kind: int) -> None:
+        """The response holds reasoning of ``kind`` whether or not any of it is streamed (an
+        Anthropic thinking block shown ``omitted``, a redacted one): no token, no time."""
+        self._reasoning_kinds |= kind
 
     @property
     def stamp(self) -> Callable[[float], None]:
@@ -107,6 +152,9 @@ class CallTimer:
             self.record.attempts += 1
             self._first_event = self._terminal_at = None
             self._stamps.clear()  # in place: a tap may hold its ``append``
+            self._reasoning.clear()
+            self._reasoning_kinds = 0
+            self.streamed_estimate = None
         self._attempt_started = now
 
     def attempt_elapsed(self) -> float:
@@ -197,6 +245,7 @@ class CallTimer:
             stamps = self._stamps
             if len(stamps) > 2:  # keep what saw_token needs, not one float per token
                 self._stamps = [stamps[0], stamps[-1]]
+            self._reasoning = []
 
     def _fill(self, outcome: Outcome, error_type: Optional[str], end: float) -> None:
         rec = self.record
@@ -215,9 +264,20 @@ class CallTimer:
             first, last = stamps[0], stamps[-1]
             rec.ttft = first - t0
             rec.decode_time = last - first
-            n = rec.output_tokens
-            if n is not None and n >= 2:
-                rec.tpot = (last - first) / (n - 1)
+            if self._reasoning_kinds:
+                self._fill_reasoning(rec, stamps)
+            else:
+                rec.ttfo = rec.ttft
+                n = rec.output_tokens
+                if n is not None:
+                    hidden = rec.reasoning_tokens or 0  # billed, never streamed (o-series on Chat)
+                    if n - hidden >= 2:
+                        rec.tpot = (last - first) / (n - hidden - 1)
+                        rec.tpot_basis = "answer" if hidden else "output"
+                        if hidden:
+                            _hidden_reasoning(rec, hidden, first - t0)
+                    elif hidden:
+                        rec.tpot_basis = "unknown"
         rec.chunks = len(stamps)
         if len(stamps) > 1:
             gaps = list(map(operator.sub, stamps[1:], stamps))  # one C loop, not a comprehension
@@ -228,6 +288,64 @@ class CallTimer:
             rec.chunk_gap_p95 = _quantile_sorted(gaps, 0.95)
             rec.chunk_gap_max = gaps[-1]
             self._gaps = gaps
+
+    def _fill_reasoning(self, rec: CallRecord, stamps: list[float]) -> None:
+        """TTFO, reasoning time and TPOT of a call whose stream carried reasoning."""
+        t0 = self._t0
+        marked = self._reasoning  # ascending
+        kinds = self._reasoning_kinds
+        if marked:
+            reasoning = set(marked)
+            out = [t for i, t in enumerate(stamps) if i not in reasoning]
+        else:  # a reasoning block with nothing streamed in it (Anthropic display "omitted")
+            out = stamps
+        if out:
+            rec.ttfo = out[0] - t0
+            if marked and stamps[marked[0]] < out[0] and kinds != REASONING_OPAQUE:
+                rec.reasoning_time = out[0] - stamps[marked[0]]
+                rec.reasoning_time_basis = "streamed"
+        n = rec.output_tokens
+        if n is None:
+            return
+        hidden = rec.reasoning_tokens or 0
+        estimate = self.streamed_estimate
+        if kinds & REASONING_TEXT or (kinds & THINKING and estimate is not None and _streamed_whole(n, estimate)):
+            # Every billed token was streamed: today's rule over the whole stream.
+            if n >= 2:
+                rec.tpot = (stamps[-1] - stamps[0]) / (n - 1)
+                rec.tpot_basis = "streamed_reasoning"
+            return
+        if hidden > 0:
+            answer, basis = n - hidden, "answer"
+        elif kinds & THINKING and estimate is not None:
+            answer, basis = estimate[1], "answer_estimate"
+            hidden = max(n - answer, 0)
+        elif kinds & THINKING:
+            rec.tpot_basis = "unknown"  # Anthropic thinking, and the stream never ended
+            return
+        else:  # a summary or an opaque blob, and no reasoning billed: all output was answer
+            answer, basis = n, "output"
+        if answer >= 2 and out:
+            rec.tpot = (out[-1] - out[0]) / (answer - 1)
+            rec.tpot_basis = basis
+            if hidden > 0 and rec.reasoning_time is None:
+                _hidden_reasoning(rec, hidden, out[0] - t0)
+        else:
+            rec.tpot_basis = "unknown"
+
+
+def _streamed_whole(billed: int, estimate: tuple[int, int]) -> bool:
+    """Whether the streamed thinking was the whole thinking (not a summary, not omitted)."""
+    return billed <= _SUMMARY_RATIO * (estimate[0] + estimate[1]) + _SUMMARY_SLACK
+
+
+def _hidden_reasoning(rec: CallRecord, tokens: int, ttfo: float) -> None:
+    """Reasoning that was billed but never streamed: its span estimated as its tokens × the
+    answer's TPOT, capped at TTFO (it happened after the call start, before the answer)."""
+    if rec.tpot is None:
+        return
+    rec.reasoning_time = min(tokens * rec.tpot, ttfo)
+    rec.reasoning_time_basis = "hidden_estimate"
 
 
 def _no_sink(rec: CallRecord) -> None:

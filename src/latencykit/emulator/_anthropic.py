@@ -107,7 +107,8 @@ class _Formatter:
         for seg_index, text in group_units(units):
             if seg_index != self._open:
                 out += self._stop() + self._start(seg_index)
-            out.append(self._delta(seg_index, text))
+            if text:  # (thinking generated but not streamed has no delta)
+                out.append(self._delta(seg_index, text))
         return out
 
     def finish(self) -> list[bytes]:

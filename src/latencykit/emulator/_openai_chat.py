@@ -40,9 +40,19 @@ def chat_usage(plan: GenerationPlan) -> dict[str, Any]:
         "total_tokens": plan.prompt_tokens + plan.output_tokens,
         "prompt_tokens_details": details,
         "completion_tokens_details": {
-            "reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0,
+            "reasoning_tokens": plan.reasoning_tokens, "audio_tokens": 0, "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
         },
     }  # fmt: skip
+
+
+def _reasoning_delta(shown: str, text: str) -> dict[str, Any]:
+    """A reasoning delta as OpenAI-compatible servers stream it: DeepSeek's / vLLM's
+    ``reasoning_content`` for the reasoning itself, OpenRouter's ``reasoning_details`` summary item
+    for a summary."""
+    if shown == "summarized":
+        return {"content": None, "reasoning_details": [{"type": "reasoning.summary", "summary": text, "format": "unknown", "index": 0}]}
+    return {"content": None, "reasoning_content": text}
 
 
 class _Formatter:
@@ -82,7 +92,7 @@ class _Formatter:
         return sse(data)
 
     def _has_text(self) -> bool:
-        return any(seg.kind != "tool" for seg in self.plan.segments)
+        return any(seg.kind == "text" for seg in self.plan.segments)
 
     def preamble(self) -> list[bytes]:
         # A tool-only answer starts with content null, so the reassembled stream matches the JSON body.
@@ -101,6 +111,10 @@ class _Formatter:
         out: list[bytes] = []
         for seg_index, text in group_units(units):
             seg = self.plan.segments[seg_index]
+            if seg.kind == "thinking":
+                if text:  # reasoning generated but not streamed sends nothing
+                    out.append(self._chunk(_reasoning_delta(seg.shown, text)))
+                continue
             if seg.kind != "tool":
                 out.append(self._chunk({"content": self._text(text)}))
                 continue
@@ -143,13 +157,16 @@ class _Formatter:
         return [sse(openai_error(500))]
 
     def body(self) -> dict[str, Any]:
-        text = "".join(seg.text for seg in self.plan.segments if seg.kind != "tool")
+        text = "".join(seg.text for seg in self.plan.segments if seg.kind == "text")
         message: dict[str, Any] = {
             "role": "assistant",
             "content": text if self._has_text() or not self.plan.segments else None,
             "refusal": None,
             "annotations": [],
         }
+        thought = "".join(seg.text for seg in self.plan.segments if seg.kind == "thinking" and seg.shown == "streamed")
+        if thought:
+            message["reasoning_content"] = thought
         calls = [
             {"id": seg.call_id, "type": "function", "function": {"name": seg.name, "arguments": seg.text}}
             for seg in self.plan.segments

@@ -47,12 +47,19 @@ class _Formatter:
         return sse(data, event=str(data["type"]))
 
     def _item_id(self, index: int) -> str:
-        prefix = "fc_" if self.plan.segments[index].kind == "tool" else "msg_"
+        prefix = {"tool": "fc_", "thinking": "rs_"}.get(self.plan.segments[index].kind, "msg_")
         return prefix + make_hex_id(self.seed, self.plan.key, f"item{index}", 50)
 
     def _item(self, index: int, final: bool) -> dict[str, Any]:
         seg = self.plan.segments[index]
         status = "completed" if final else "in_progress"
+        if seg.kind == "thinking":  # a reasoning item: empty when hidden, its summary or its text
+            item: dict[str, Any] = {"id": self._item_id(index), "type": "reasoning", "summary": []}
+            if final and seg.shown == "summarized":
+                item["summary"] = [{"type": "summary_text", "text": seg.text}]
+            if seg.shown == "streamed":
+                item["content"] = [{"type": "reasoning_text", "text": seg.text}] if final else []
+            return item
         if seg.kind == "tool":
             return {
                 "id": self._item_id(index), "type": "function_call", "status": status,
@@ -72,7 +79,7 @@ class _Formatter:
                     "cached_tokens": plan.cache.cached_tokens, "cache_write_tokens": plan.cache.written_tokens,
                 },
                 "output_tokens": plan.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
                 "total_tokens": plan.prompt_tokens + plan.output_tokens,
             }  # fmt: skip
         return {
@@ -86,7 +93,7 @@ class _Formatter:
             "parallel_tool_calls": True, "presence_penalty": 0.0,
             "previous_response_id": req.get("previous_response_id"),
             "prompt_cache_key": req.get("prompt_cache_key"), "prompt_cache_retention": None,
-            "reasoning": {"effort": None, "summary": None}, "safety_identifier": None,
+            "reasoning": _reasoning(req), "safety_identifier": None,
             "service_tier": "default", "store": True, "temperature": req.get("temperature", 1.0),
             "text": {"format": {"type": "text"}, "verbosity": "medium"},
             "tool_choice": req.get("tool_choice", "auto"), "tools": [_tool(t) for t in req.get("tools") or []],
@@ -97,7 +104,14 @@ class _Formatter:
     def _open_item(self, index: int) -> list[bytes]:
         self._open = index
         out = [self._event({"type": "response.output_item.added", "item": self._item(index, False), "output_index": index})]
-        if self.plan.segments[index].kind != "tool":
+        seg = self.plan.segments[index]
+        if seg.kind == "thinking":
+            if seg.shown == "summarized":
+                out.append(self._event({
+                    "type": "response.reasoning_summary_part.added", "item_id": self._item_id(index),
+                    "output_index": index, "part": {"type": "summary_text", "text": ""}, "summary_index": 0,
+                }))  # fmt: skip
+        elif seg.kind != "tool":
             out.append(self._event({
                 "type": "response.content_part.added", "content_index": 0, "item_id": self._item_id(index),
                 "output_index": index, "part": _part(""),
@@ -111,7 +125,15 @@ class _Formatter:
         seg, item_id = self.plan.segments[index], self._item_id(index)
         out: list[bytes] = []
         common = {"item_id": item_id, "output_index": index}
-        if seg.kind == "tool":
+        if seg.kind == "thinking":
+            if seg.shown == "summarized":
+                summary = {**common, "summary_index": 0}
+                out.append(self._event({"type": "response.reasoning_summary_text.done", **summary, "text": seg.text}))
+                part = {"type": "summary_text", "text": seg.text}
+                out.append(self._event({"type": "response.reasoning_summary_part.done", **summary, "part": part}))
+            elif seg.shown == "streamed":
+                out.append(self._event({"type": "response.reasoning_text.done", "content_index": 0, **common, "text": seg.text}))
+        elif seg.kind == "tool":
             out.append(self._event({"type": "response.function_call_arguments.done", **common, "arguments": seg.text, "name": seg.name}))
         else:
             out.append(self._event({"type": "response.output_text.done", "content_index": 0, **common, "logprobs": [], "text": seg.text}))
@@ -126,6 +148,16 @@ class _Formatter:
         if seg.kind == "tool":
             return self._event({
                 "type": "response.function_call_arguments.delta", "delta": text, "item_id": item_id,
+                "obfuscation": pad, "output_index": index,
+            })  # fmt: skip
+        if seg.kind == "thinking":
+            if seg.shown == "summarized":
+                return self._event({
+                    "type": "response.reasoning_summary_text.delta", "delta": text, "item_id": item_id,
+                    "obfuscation": pad, "output_index": index, "summary_index": 0,
+                })  # fmt: skip
+            return self._event({
+                "type": "response.reasoning_text.delta", "content_index": 0, "delta": text, "item_id": item_id,
                 "obfuscation": pad, "output_index": index,
             })  # fmt: skip
         return self._event({
@@ -147,7 +179,8 @@ class _Formatter:
         for index, text in group_units(units):
             if index != self._open:
                 out += self._close_item() + self._open_item(index)
-            out.append(self._delta(index, text))
+            if text:  # (reasoning generated but not streamed has no delta)
+                out.append(self._delta(index, text))
         return out
 
     def _final_status(self) -> str:
@@ -168,6 +201,12 @@ class _Formatter:
 
     def body(self) -> dict[str, Any]:
         return self._response(self._final_status())
+
+
+def _reasoning(req: Mapping[str, Any]) -> dict[str, Any]:
+    asked = req.get("reasoning")
+    asked = asked if isinstance(asked, Mapping) else {}
+    return {"effort": asked.get("effort"), "summary": asked.get("summary")}
 
 
 def _part(text: str) -> dict[str, Any]:

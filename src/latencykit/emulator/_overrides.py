@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from ._reasoning import SHOWN
+
 __all__ = ["HEADER_PREFIX", "RequestOverrides", "WIRE_SHAPES"]
 
 HEADER_PREFIX = "x-emulator-"
@@ -68,6 +70,13 @@ class RequestOverrides:
     fault_id: str | None = None
     wire: frozenset[str] = frozenset()
     """Wire shapes to produce (`WIRE_SHAPES`), from ``x-emulator-wire: a,b``."""
+    reasoning: str | None = None
+    """``x-emulator-reasoning``: ``hidden``, ``streamed``, ``summarized`` or ``none`` (`_reasoning`)."""
+    reasoning_tokens: int | None = None
+    """``x-emulator-reasoning-tokens``: how many reasoning tokens a reasoning request generates."""
+    reasoning_tpot_ms: float | None = None
+    """``x-emulator-reasoning-tpot-ms``: the decode step of reasoning tokens that are not streamed
+    (hidden reasoning, the tokens between a summary's words); others use the normal step."""
 
     @property
     def has_faults(self) -> bool:
@@ -107,7 +116,20 @@ class RequestOverrides:
             fault_times=_integer(headers, "fault-times"),
             fault_id=headers.get(HEADER_PREFIX + "fault-id"),
             wire=_wire(headers),
+            reasoning=_reasoning(headers),
+            reasoning_tokens=_integer(headers, "reasoning-tokens"),
+            reasoning_tpot_ms=_number(headers, "reasoning-tpot-ms"),
         )
+
+
+def _reasoning(headers: Mapping[str, str]) -> str | None:
+    raw = headers.get(HEADER_PREFIX + "reasoning")
+    if raw is None:
+        return None
+    value = raw.strip().lower()
+    if value not in SHOWN:
+        raise ValueError(f"header {HEADER_PREFIX}reasoning must be one of {', '.join(SHOWN)}, got {raw!r}")
+    return value
 
 
 def _wire(headers: Mapping[str, str]) -> frozenset[str]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from ._cache import CacheResult, Provider
 from ._overrides import RequestOverrides
+from ._reasoning import Reasoning, reasoning_for, shown_pieces
 from ._state import ServerState
 from ._text import count_tokens, make_id, request_key, words
 
@@ -44,6 +45,9 @@ class Segment:
     pieces: tuple[str, ...]
     name: str = ""
     call_id: str = ""
+    shown: str = "streamed"
+    """A thinking segment: ``streamed``, ``hidden`` or ``summarized`` (`_reasoning`); an empty
+    piece is a token generated and billed but never streamed."""
 
     @property
     def text(self) -> str:
@@ -79,6 +83,11 @@ class GenerationPlan:
     def output_tokens(self) -> int:
         """Generated tokens, thinking and tool arguments included."""
         return sum(len(seg.pieces) for seg in self.segments)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Generated reasoning (thinking) tokens, streamed or not."""
+        return sum(len(seg.pieces) for seg in self.segments if seg.kind == "thinking")
 
     @property
     def uncached_prompt_tokens(self) -> int:
@@ -171,9 +180,24 @@ def build_plan(
     tool_call_id: str = "",
     text_before_tool: int = 0,
     json_schema: Mapping[str, Any] | None = None,
+    reasoning: Reasoning | None = None,
+    cap: int | None = None,
 ) -> GenerationPlan:
-    """Lay out the segments for `budget` generated tokens (tool calls and JSON ignore the budget)."""
+    """Lay out the segments for `budget` generated tokens (tool calls and JSON ignore the budget).
+
+    ``reasoning`` with a token count puts that many reasoning tokens before the answer (they
+    count against ``cap`` first, as max_completion_tokens counts them); without a count, and
+    with ``thinking``, half the budget thinks (Anthropic's default here).
+    """
     segments: list[Segment] = []
+    if reasoning is not None and reasoning.tokens is not None:
+        think = reasoning.tokens if cap is None else min(reasoning.tokens, max(cap, 0))
+        if think:
+            pieces = shown_pieces(words(seed, key, "thinking", think), reasoning.shown)
+            segments.append(Segment("thinking", pieces, shown=reasoning.shown))
+        if cap is not None and think + budget > cap:
+            budget, capped = max(cap - think, 0), True
+        thinking = False
     if tool is None and json_schema is not None:
         document = json.dumps(tool_arguments(json_schema))
         segments.append(Segment("text", _fragments(document)))
@@ -188,7 +212,9 @@ def build_plan(
     else:
         think = budget // 2 if thinking else 0
         if think:
-            segments.append(Segment("thinking", words(seed, key, "thinking", think)))
+            shown = reasoning.shown if reasoning is not None else "streamed"
+            pieces = shown_pieces(words(seed, key, "thinking", think), shown)
+            segments.append(Segment("thinking", pieces, shown=shown))
         if budget - think:
             segments.append(Segment("text", words(seed, key, "text", budget - think)))
         stop = "length" if capped else "end"
@@ -230,10 +256,18 @@ def plan_request(
     """The steps every protocol shares: hash, count, budget, ask the cache model, lay out."""
     key = request_key(body)
     prompt_tokens = count_tokens(body)
-    budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, cap)
+    reasoning = reasoning_for(
+        provider, body, overrides.reasoning, overrides.reasoning_tokens, state.timing.reasoning_tokens
+    )
+    # OpenAI's reasoning counts against max_completion_tokens (cap applied in build_plan);
+    # Anthropic's thinking counts against max_tokens the same way.
+    split_cap = reasoning is not None and reasoning.tokens is not None
+    budget, capped = output_budget(state.timing.output_tokens, overrides.output_tokens, None if split_cap else cap)
     return build_plan(
         seed=state.seed, key=key, model=str(body["model"]), budget=budget, capped=capped,
         prompt_tokens=prompt_tokens, cache=state.cache_model.lookup(provider, body, prompt_tokens),
-        thinking=thinking, tool=tool, tool_call_id=tool_id_prefix + make_id(state.seed, key, tool_id_prefix, 24),
-        text_before_tool=text_before_tool, json_schema=json_schema,
+        thinking=thinking or (reasoning is not None and reasoning.tokens is None), tool=tool,
+        tool_call_id=tool_id_prefix + make_id(state.seed, key, tool_id_prefix, 24),
+        text_before_tool=text_before_tool, json_schema=json_schema, reasoning=reasoning,
+        cap=cap if split_cap else None,
     )  # fmt: skip

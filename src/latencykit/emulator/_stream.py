@@ -140,8 +140,10 @@ async def respond(
             async for chunk in chunks:
                 if _fault(sent, overrides) is not None:
                     break
-                await resp.write(b"".join(fmt.chunk(chunk)))
-                sent += 1
+                frames = fmt.chunk(chunk)
+                if frames:  # reasoning generated but not streamed sends nothing
+                    await resp.write(b"".join(frames))
+                    sent += 1
         fault = _fault(sent, overrides)
         if fault == "drop":
             _drop(request)

@@ -38,6 +38,8 @@ class TimingModel:
     jitter: float = 0.0
     time_scale: float = 1.0
     output_tokens: int = 32
+    reasoning_tokens: int = 128
+    """Reasoning tokens a reasoning model generates at medium effort (`_reasoning`)."""
 
     def __post_init__(self) -> None:
         for name in ("base_ttft", "prefill_per_token", "decode_per_token", "batch_slowdown", "jitter", "time_scale"):
@@ -48,8 +50,10 @@ class TimingModel:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"TimingModel.{name} must be an int >= 1, got {value!r}")
-        if not (isinstance(self.output_tokens, int) and self.output_tokens >= 0):
-            raise ValueError(f"TimingModel.output_tokens must be an int >= 0, got {self.output_tokens!r}")
+        for name in ("output_tokens", "reasoning_tokens"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 0):
+                raise ValueError(f"TimingModel.{name} must be an int >= 0, got {value!r}")
 
 
 IDEAL_TIMING = TimingModel(
@@ -152,14 +156,38 @@ class Engine:
         try:
             # Absolute deadlines: sleeping "until" rather than "for" keeps long streams from drifting.
             deadline = loop.time() + self.ttft(uncached_prompt_tokens, overrides)
-            for i, chunk in enumerate(chunked(units, per_chunk)):
-                if i:
+            for i, (chunk, silent) in enumerate(_groups(units, per_chunk)):
+                if silent:  # tokens generated, not streamed: one wake-up at the last one's time
+                    steps = len(chunk) - (0 if i else 1)
+                    if overrides.reasoning_tpot_ms is not None:
+                        deadline += steps * overrides.reasoning_tpot_ms / 1000.0
+                    else:
+                        deadline += sum(self.decode_step(overrides) for _ in range(steps))
+                elif i:
                     deadline += sum(self.decode_step(overrides) for _ in chunk)
                 await _sleep_until(loop, deadline)
                 (self.late_later if i else self.late_first).add(max(loop.time() - deadline, 0.0))
                 yield chunk
         finally:
             self.release()
+
+
+def _groups(units: Sequence[_U], size: int) -> list[tuple[Sequence[_U], bool]]:
+    """Timed groups: streamed units in chunks of `size`; each run of silent units (a unit
+    whose ``text`` is empty: reasoning generated but never streamed) as one group."""
+    if all(getattr(u, "text", "x") for u in units):
+        return [(chunk, False) for chunk in chunked(units, size)]
+    out: list[tuple[Sequence[_U], bool]] = []
+    start = 0
+    for i in range(1, len(units) + 1):
+        if i == len(units) or bool(getattr(units[i], "text", "x")) != bool(getattr(units[start], "text", "x")):
+            run = units[start:i]
+            if getattr(run[0], "text", "x"):
+                out += [(chunk, False) for chunk in chunked(run, size)]
+            else:
+                out.append((run, True))
+            start = i
+    return out
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, deadline: float) -> None:

@@ -23,7 +23,7 @@ from openai.types.chat import ChatCompletion
 
 from ..core._errors import EndedEarly
 from ..core._record import CallRecord
-from ..core._timing import CallTimer
+from ..core._timing import REASONING_OPAQUE, REASONING_SUMMARY, REASONING_TEXT, CallTimer
 from ..core._usage import apply_openai_chat_usage
 from ._calls import given, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
@@ -154,6 +154,7 @@ class ChatTap(Tap):
             timer.event(False)
             return True
         token = False
+        reasoning = 0
         finished = None
         for choice in choices:
             delta = choice.delta
@@ -168,7 +169,9 @@ class ChatTap(Tap):
                         self.tools.setdefault(f"{choice.index}:{call.index}", []).append(args)
                         token = True
             if not token:
-                token = _delta_has_token(delta)
+                token = _delta_has_output(delta)
+                if not token:
+                    reasoning |= delta_reasoning(delta)
             if choice.finish_reason:
                 finished = choice.finish_reason
         if usage is not None:
@@ -189,10 +192,13 @@ class ChatTap(Tap):
             else:
                 self._usage_read = True
                 apply_openai_chat_usage(rec, usage)
-        if token:
+        if token or reasoning:
             if timer.saw_terminal:  # a choice finished, another still streams: not the end yet
                 timer.resume()
-            timer.token()
+            if token:
+                timer.token()
+            else:
+                timer.reasoning(reasoning)
         else:
             timer.event(False)
         if finished is not None:
@@ -254,7 +260,8 @@ async def _adone(events: Any, timer: CallTimer) -> Any:
         yield sse
 
 
-def _delta_has_token(delta: Any) -> bool:
+def _delta_has_output(delta: Any) -> bool:
+    """Whether a delta carries a token of the answer: text, a refusal, tool arguments."""
     if delta.content or delta.refusal:
         return True
     calls = delta.tool_calls
@@ -263,11 +270,32 @@ def _delta_has_token(delta: Any) -> bool:
             fn = call.function
             if fn is not None and fn.arguments:
                 return True
-    # OpenAI-compatible servers stream reasoning as an extra field: vLLM and DeepSeek as
-    # reasoning_content / reasoning, OpenRouter and Snowflake as reasoning_details (a list).
-    extra = delta.model_extra
-    return bool(extra) and bool(extra.get("reasoning_content") or extra.get("reasoning") or extra.get("reasoning_details"))
+    return False
 
+
+# OpenRouter's reasoning_details item types: the reasoning itself, a summary of it, or an
+# encrypted blob standing for it (https://openrouter.ai/docs/use-cases/reasoning-tokens).
+_DETAIL_KINDS = {"reasoning.text": REASONING_TEXT, "reasoning.summary": REASONING_SUMMARY, "reasoning.encrypted": REASONING_OPAQUE}
+
+
+def delta_reasoning(delta: Any) -> int:
+    """What reasoning a Chat delta carries (`core._timing` reasoning bits; 0 for none).
+
+    OpenAI-compatible servers stream reasoning as an extra field: vLLM, llama.cpp and DeepSeek
+    as ``reasoning_content`` or ``reasoning`` (text, token by token), OpenRouter and Snowflake as
+    ``reasoning_details`` (a list of text, summary or encrypted items).
+    """
+    extra = delta.model_extra
+    if not extra:
+        return 0
+    details = extra.get("reasoning_details")
+    if not details:  # (where both come, the typed details say what the text field holds)
+        return REASONING_TEXT if extra.get("reasoning_content") or extra.get("reasoning") else 0
+    kinds = 0
+    for item in details if isinstance(details, list) else (details,):
+        kind = item.get("type") if isinstance(item, dict) else None
+        kinds |= _DETAIL_KINDS.get(kind, REASONING_TEXT if isinstance(item, dict) and item.get("text") else REASONING_OPAQUE)  # type: ignore[arg-type]
+    return kinds
 
 
 def on_completion(rec: CallRecord, completion: Any) -> None:

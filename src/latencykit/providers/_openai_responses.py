@@ -15,7 +15,7 @@ from openai.resources.responses import AsyncResponses, Responses
 
 from ..core._errors import EndedEarly, PartialOutput
 from ..core._record import CallRecord
-from ..core._timing import CallTimer
+from ..core._timing import REASONING_SUMMARY, REASONING_TEXT, CallTimer
 from ..core._usage import apply_openai_responses_usage
 from ._calls import apassthrough, passthrough, prepare, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
@@ -39,6 +39,12 @@ _RESPONSE_TOKEN_EVENTS = frozenset(
         "response.audio.transcript.delta",
     }
 )
+# The reasoning channel: the reasoning itself (open-weight models served with a reasoning
+# parser) or a summary of it (OpenAI's reasoning models with ``reasoning.summary``).
+_REASONING_EVENTS = {
+    "response.reasoning_text.delta": REASONING_TEXT,
+    "response.reasoning_summary_text.delta": REASONING_SUMMARY,
+}
 _RESPONSE_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
@@ -87,7 +93,13 @@ class ResponsesTap(Tap):
                     self.texts.append(delta)
                 elif kind == "response.function_call_arguments.delta":
                     self.tools.setdefault(event.item_id, []).append(delta)
-            timer.event(bool(delta))
+                reasoning = _REASONING_EVENTS.get(kind)
+                if reasoning:
+                    timer.reasoning(reasoning)
+                else:
+                    timer.token()
+            else:
+                timer.event(False)
             return True
         timer.event(False)
         if kind == "response.created":

@@ -24,7 +24,8 @@ from anthropic.types.beta import BetaMessage
 
 from ..core._errors import EndedEarly
 from ..core._record import CallRecord
-from ..core._timing import CallTimer
+from ..core._text_tokens import estimate_streamed_tokens
+from ..core._timing import THINKING, CallTimer
 from ..core._usage import _field, apply_anthropic_usage
 from ._calls import (
     ONCE as _ONCE,
@@ -53,25 +54,29 @@ _API = "messages"
 # signature_delta carries no token; unknown delta types are conservatively not tokens.
 _TOKEN_FIELD = {
     "text_delta": "text",
-    "thinking_delta": "thinking",
     "input_json_delta": "partial_json",
     "citations_delta": "citation",
     "compaction_delta": "content",  # the server's summary of earlier context: generated output
 }
 # Blocks whose input streams as input_json_delta, keyed by their id in the partial output.
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+# Blocks that hold the model's thinking, streamed in full, summarized, omitted or redacted.
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 class AnthropicTap(Tap):
     """Marks token-bearing deltas, reads usage from message_start / message_delta, and the stop."""
 
-    __slots__ = ("_tool_ids",)
+    __slots__ = ("_tool_ids", "_thinking", "_thought")
     connection_error = anthropic.APIConnectionError
     api_error = anthropic.APIError
 
     def __init__(self, timer: CallTimer) -> None:
         super().__init__(timer)
         self._tool_ids: dict[int, str] = {}
+        self._thinking: list[str] = []
+        """Streamed thinking text, kept only to estimate its size at the end."""
+        self._thought = False
 
     def __call__(self, event: Any) -> bool:
         kind = event.type
@@ -91,6 +96,13 @@ class AnthropicTap(Tap):
                     key = self._tool_ids.get(event.index) or str(event.index)
                     self.tools.setdefault(key, []).append(piece)
                 self.timer.event(bool(piece))
+            elif dtype == "thinking_delta":
+                thought = delta.thinking
+                if thought:
+                    self._thinking.append(thought)
+                    self.timer.reasoning(THINKING)
+                else:
+                    self.timer.event(False)
             else:
                 field = _TOKEN_FIELD.get(dtype)
                 self.timer.event(field is not None and bool(getattr(delta, field, None)))
@@ -99,7 +111,10 @@ class AnthropicTap(Tap):
         timer.event(False)
         if kind == "content_block_start":
             block = event.content_block
-            if block.type in _TOOL_BLOCKS:
+            if block.type in _THINKING_BLOCKS:
+                timer.reasoning_block(THINKING)
+                self._thought = True
+            elif block.type in _TOOL_BLOCKS:
                 self._tool_ids[event.index] = block.id
                 self.tools.setdefault(block.id, [])
         elif kind == "message_start":
@@ -120,13 +135,29 @@ class AnthropicTap(Tap):
             if reason:
                 rec.finish_reasons = (reason,)
         elif kind == "message_stop":
+            if self._thought:
+                self._estimate_streamed()
             timer.terminal()
         return True
+
+    def _estimate_streamed(self) -> None:
+        """Tell the timer how many tokens the streamed thinking and answer hold (estimated from
+        their text): whether ``output_tokens`` bills more thinking than was streamed (a summary)
+        can only be judged that way (`core._timing`, `core._text_tokens`)."""
+        thinking = self._thinking
+        answer = self.texts
+        tools = [piece for pieces in self.tools.values() for piece in pieces]
+        self.timer.streamed_estimate = (
+            estimate_streamed_tokens("".join(thinking), len(thinking)),
+            estimate_streamed_tokens("".join(answer) + "".join(tools), len(answer) + len(tools)),
+        )
 
     def new_attempt(self) -> None:
         """Forget what an abandoned attempt delivered."""
         super().new_attempt()
         self._tool_ids = {}
+        self._thinking = []
+        self._thought = False
 
     # The loop of `Tap.relay` with its commonest event, a text delta, handled inline (as
     # ``__call__`` handles it): nine events in ten, each spared a call. In situ, between the
