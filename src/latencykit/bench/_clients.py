@@ -79,6 +79,12 @@ def _openai_token(chunk: Any) -> bool:
     return bool(d.content or d.tool_calls or getattr(d, "reasoning_content", None) or getattr(d, "reasoning", None))
 
 
+def _openai_answer(chunk: Any) -> bool:
+    """Whether a chunk carries a token of the answer (text or tool arguments, not reasoning)."""
+    d = chunk.choices[0].delta
+    return bool(d.content or d.tool_calls)
+
+
 def _stream_options(target: TargetSpec) -> dict[str, Any]:
     return {"include_usage": True, **({"continuous_usage_stats": True} if target.per_chunk_usage else {})}
 
@@ -209,8 +215,9 @@ class _LatencykitSender:
         rec = slot.rec
         obs = Observed(chunk_gaps=slot.gaps, token_gaps=_token_gaps(marks))
         if rec is not None:
-            obs.ttft, obs.ttfb, obs.tpot, obs.e2e = rec.ttft, rec.ttfb, rec.tpot, rec.e2e
+            obs.ttft, obs.ttfb, obs.tpot, obs.e2e, obs.ttfo = rec.ttft, rec.ttfb, rec.tpot, rec.e2e, rec.ttfo
             obs.input_tokens, obs.output_tokens = rec.input_tokens, rec.output_tokens
+            obs.reasoning_tokens = rec.reasoning_tokens
             obs.cache_read, obs.cache_write = rec.cache_read_tokens, rec.cache_write_tokens
             obs.cache_verdict, obs.cache_miss_reason = rec.cache_verdict, rec.cache_miss_reason
             obs.outcome, obs.error, obs.attempts = rec.outcome, rec.error_type, rec.attempts
@@ -241,7 +248,7 @@ class _SdkSender:
         headers = emulator_headers(req, t)
         obs = Observed()
         t0 = _clock()
-        first = last = None
+        first = last = answer = None
         marks: list[tuple[float, Optional[int]]] = []
         try:
             if self.call == "create":
@@ -258,7 +265,7 @@ class _SdkSender:
                     obs.input_tokens = u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
                     obs.output_tokens = u.output_tokens
                 # The caller sees the first token when the whole answer arrives.
-                obs.e2e = obs.ttft = obs.ttfb = _clock() - t0
+                obs.e2e = obs.ttft = obs.ttfo = obs.ttfb = _clock() - t0
                 return obs
             if t.api == "openai":
                 stream = await self.client.chat.completions.create(
@@ -277,6 +284,8 @@ class _SdkSender:
                         first = first if first is not None else now
                         last = now
                         marks.append((now, used if t.per_chunk_usage else None))
+                        if answer is None and _openai_answer(chunk):
+                            answer = now
             else:
                 stream = await self.client.messages.create(**body, stream=True, extra_headers=headers)
                 async for event in stream:
@@ -287,6 +296,8 @@ class _SdkSender:
                         first = first if first is not None else now
                         last = now
                         marks.append((now, None))
+                        if answer is None and event.delta.type in ("text_delta", "input_json_delta"):
+                            answer = now
                     elif kind == "message_start":
                         u = event.message.usage
                         obs.cache_read, obs.cache_write = u.cache_read_input_tokens, u.cache_creation_input_tokens
@@ -298,6 +309,8 @@ class _SdkSender:
             self.errors.note(obs, req, exc)
         end = _clock()
         obs.e2e = end - t0
+        if answer is not None:
+            obs.ttfo = answer - t0
         if first is not None and last is not None:
             obs.ttft = first - t0
             n = obs.output_tokens
@@ -349,7 +362,7 @@ class _ThinSender:
         obs = Observed()
         marks: list[tuple[float, Optional[int]]] = []
         t0 = _clock()
-        first = last = None
+        first = last = answer = None
         openai_api = t.api == "openai"
         try:
             async with self._session.post(self.url, json=body, headers={**self.headers, **emulator_headers(req, t)}) as resp:
@@ -366,9 +379,10 @@ class _ThinSender:
                     if obs.ttfb is None:
                         obs.ttfb = now - t0
                     if openai_api:
-                        token = (b'"delta":{"content":"' in line and b'"delta":{"content":""' not in line) or (
-                            b'"tool_calls"' in line or b'"reasoning_content":"' in line
-                        )
+                        said = (b'"delta":{"content":"' in line and b'"delta":{"content":""' not in line) or b'"tool_calls"' in line
+                        token = said or b'"reasoning_content":"' in line
+                        if said and answer is None:
+                            answer = now
                         used = _int("completion_tokens", line) if b'"usage":{' in line else None
                         if used is not None:
                             obs.output_tokens = used
@@ -378,6 +392,8 @@ class _ThinSender:
                             marks.append((now, used))
                     else:
                         token = b'"type":"content_block_delta"' in line
+                        if token and answer is None and (b'"text_delta"' in line or b'"input_json_delta"' in line):
+                            answer = now
                         if b'"type":"message_start"' in line:
                             obs.cache_read = _int("cache_read_input_tokens", line)
                             obs.input_tokens = (_int("input_tokens", line) or 0) + (obs.cache_read or 0) + (
@@ -393,6 +409,8 @@ class _ThinSender:
             _error(obs, exc)
             self.errors.note(obs, req, exc)
         obs.e2e = _clock() - t0
+        if answer is not None:
+            obs.ttfo = answer - t0
         if first is not None and last is not None:
             obs.ttft = first - t0
             n = obs.output_tokens

@@ -126,8 +126,9 @@ class CellResult:
     """Requests in flight when the cell was interrupted (not measured)."""
 
 
-SKETCHED = ("ttft", "ttft_service", "tpot", "itl_token", "itl_chunk", "e2e", "e2e_service", "queue")
-"""Metrics kept as mergeable sketches (seconds). ``ttft``/``e2e`` count from the intended send time."""
+SKETCHED = ("ttft", "ttft_service", "ttfo", "tpot", "itl_token", "itl_chunk", "e2e", "e2e_service", "queue")
+"""Metrics kept as mergeable sketches (seconds). ``ttft``/``ttfo``/``e2e`` count from the intended send
+time; ``ttfo`` is the answer's first token (after any reasoning)."""
 
 
 def new_sketches() -> dict[str, PercentileSketch]:
@@ -273,8 +274,10 @@ async def run_cell(
             "i": req.index, "worker": worker, "shape": req.shape, "bucket": req.bucket, "prefix": req.prefix_id,
             "warmup": warm, "cold": "+".join(cold) or None, "sched": t_sched - start, "sent": t_send - start,
             "queue": queue, "ttft": None if obs.ttft is None else queue + obs.ttft, "ttft_service": obs.ttft,
+            "ttfo": None if obs.ttfo is None else queue + obs.ttfo,
             "ttfb": obs.ttfb, "tpot": obs.tpot, "e2e": None if obs.e2e is None else queue + obs.e2e,
             "e2e_service": obs.e2e, "in_tok": obs.input_tokens, "out_tok": obs.output_tokens,
+            "reasoning_tok": obs.reasoning_tokens,
             "asked_out": req.output_tokens, "cache_read": obs.cache_read, "cache_write": obs.cache_write,
             "verdict": obs.cache_verdict, "miss_reason": obs.cache_miss_reason, "outcome": obs.outcome,
             "error": obs.error, "attempts": obs.attempts, "chunks": len(obs.chunk_gaps) + (obs.ttft is not None),

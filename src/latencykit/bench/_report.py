@@ -25,6 +25,7 @@ __all__ = [
 METRIC_NAMES = {
     "ttft": "TTFT",
     "ttft_service": "TTFT service",
+    "ttfo": "TTFO",
     "queue": "queueing",
     "tpot": "TPOT",
     "itl_token": "ITL per token",
@@ -34,6 +35,7 @@ METRIC_NAMES = {
 }
 LEGEND = (
     "TTFT and E2E count from the intended send time (queueing included); 'service' from the actual send. "
+    "TTFO: the answer's first token (after any reasoning). "
     "ITL per token: chunk gaps / tokens in the chunk (per-chunk usage); per chunk: raw gaps. "
     "[95% CI]; ~ = too few samples for that percentile."
 )
@@ -65,11 +67,17 @@ def metrics_grid(cell: Cell, title: str) -> Grid:
     grid = Grid(title, ("metric", "n", "p50 ms", "p90", "p95", "p99", "p99.9", "max"), right=frozenset(range(1, 8)))
     for metric, name in METRIC_NAMES.items():
         sk = cell.sketches[metric]
-        if not sk.count:
+        if not sk.count or (metric == "ttfo" and not reasoned(cell)):
             continue
         ps = percentiles(sk)
         grid.rows.append((name, f"{sk.count:,}", *(pct_text(ps[q], q in (0.5, 0.99)) for q in QUANTILES), ms(sk.max)))
     return grid
+
+
+def reasoned(cell: Cell) -> bool:
+    """Whether some request reasoned before answering (its answer began after its first token, or
+    it billed reasoning tokens): only then is a TTFO row more than a copy of the TTFT row."""
+    return any(s.get("reasoning_tok") or (s.get("ttfo") is not None and s.get("ttfo") != s.get("ttft")) for s in cell.samples)
 
 
 def throughput_line(cell: Cell) -> str:

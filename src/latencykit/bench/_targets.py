@@ -136,6 +136,9 @@ def openai_body(req: TrafficRequest, target: TargetSpec) -> dict[str, Any]:
         body["tools"] = [{"type": "function", "function": dict(t)} for t in req.tools]
     if target.exact_output and target.kind != "emulator":
         body["extra_body"] = {"min_tokens": req.output_tokens, "ignore_eos": True}
+    if req.extra.get("reasoning_tokens"):  # reasoning counts against the cap: room for it and the answer
+        body["reasoning_effort"] = "medium"
+        body[cap] = req.output_tokens + int(req.extra["reasoning_tokens"])
     return body
 
 
@@ -156,14 +159,25 @@ def anthropic_body(req: TrafficRequest, target: TargetSpec) -> dict[str, Any]:
         body["system"] = req.system
     if req.tools:
         body["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in req.tools]
+    thinking = req.extra.get("reasoning_tokens")
+    if thinking:  # the API's minimum budget is 1024; max_tokens covers the thinking and the answer
+        budget = max(int(thinking), 1024)
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        body["max_tokens"] = req.output_tokens + budget
     return body
 
 
 def emulator_headers(req: TrafficRequest, target: TargetSpec) -> dict[str, str]:
-    """Headers that make the emulator generate exactly the asked output length."""
+    """Headers that make the emulator generate exactly the asked output length (and reasoning)."""
+    headers: dict[str, str] = {}
     if target.kind == "emulator" and target.exact_output:
-        return {"x-emulator-output-tokens": str(req.output_tokens)}
-    return {}
+        headers["x-emulator-output-tokens"] = str(req.output_tokens)
+    thinking = req.extra.get("reasoning_tokens")
+    if target.kind == "emulator" and thinking:  # OpenAI-style hidden reasoning; Claude 4 summarizes
+        headers["x-emulator-reasoning-tokens"] = str(thinking)
+        if target.api == "openai":
+            headers["x-emulator-reasoning"] = "hidden"
+    return headers
 
 
 @dataclass
@@ -171,11 +185,14 @@ class Observed:
     """What one request looked like from the client: service times (from the actual send), tokens, cache, outcome."""
 
     ttft: Optional[float] = None
+    ttfo: Optional[float] = None
+    """First token of the answer (not reasoning); equals ``ttft`` without reasoning."""
     ttfb: Optional[float] = None
     tpot: Optional[float] = None
     e2e: Optional[float] = None
     input_tokens: Optional[int] = None
     output_tokens: Optional[int] = None
+    reasoning_tokens: Optional[int] = None
     cache_read: Optional[int] = None
     cache_write: Optional[int] = None
     cache_verdict: Optional[str] = None

@@ -11,6 +11,9 @@ Shapes (``SHAPES``):
   of several turns whose history holds earlier tool calls and results.
 - ``shared-prefix``: RAG over ``documents`` long documents reused across requests.
 - ``few-shot``: one long system prompt of worked examples, then a short query.
+- ``reasoning``: chat-sized questions to a reasoning model: each asks for a reasoning budget
+  (64-512 tokens: OpenAI ``reasoning_effort``, Anthropic ``thinking``) and a 50-300 token
+  answer, so TTFT (the first token of any kind) and TTFO (the answer's first) differ.
 - ``replay``: the user's own traffic from JSONL (`load_replay`).
 
 A request carries its target prompt and output token counts (the output through
@@ -39,7 +42,7 @@ PROFILES: dict[str, tuple[tuple[Bucket, ...], tuple[int, int]]] = {
 }
 """Prompt-length buckets (name, low, high, weight) and the output range, in tokens, per shape."""
 
-SHAPES = ("chat", "rag", "code", "agent", "shared-prefix", "few-shot", "replay")
+SHAPES = ("chat", "rag", "code", "agent", "shared-prefix", "few-shot", "reasoning", "replay")
 
 # Per-request and per-message framing tokens (the emulator's counting rule).
 _OVERHEAD = 3 + 4 + 4
@@ -187,6 +190,14 @@ def _few_shot(n: int, rng: random.Random, examples: int = 8) -> list[TrafficRequ
     return out
 
 
+def _reasoning(i: int, rng: random.Random) -> TrafficRequest:
+    bucket, prompt, _ = _lengths("chat", rng)
+    system = _SYSTEMS["chat"]
+    text = prose(rng, max(prompt - _OVERHEAD - _tokens(system), 8))
+    return TrafficRequest(i, "reasoning", prompt, rng.randint(50, 300), system, ({"role": "user", "content": text},),
+                          bucket=bucket, extra={"reasoning_tokens": rng.randint(64, 512)})  # fmt: skip
+
+
 def generate(shape: str, n: int, *, seed: int = 0, documents: int = 4) -> list[TrafficRequest]:
     """``n`` requests of a traffic shape (not ``replay``: see `load_replay`), deterministic for ``seed``."""
     if shape not in SHAPES or shape == "replay":
@@ -202,6 +213,8 @@ def generate(shape: str, n: int, *, seed: int = 0, documents: int = 4) -> list[T
         return _agent(n, rng)
     if shape == "shared-prefix":
         return _shared_prefix(n, rng, documents)
+    if shape == "reasoning":
+        return [_reasoning(i, rng) for i in range(n)]
     return _few_shot(n, rng)
 
 

@@ -169,6 +169,8 @@ class Telemetry:
             span.set_attributes(_span_attributes(rec, n))
             if rec.ttft is not None:
                 span.add_event(sc.EVENT_FIRST_TOKEN, {sc.LK_TTFT: rec.ttft}, timestamp=start_ns + int(rec.ttft * 1e9))
+            if rec.ttfo is not None and rec.ttfo != rec.ttft:  # the answer began after reasoning
+                span.add_event(sc.EVENT_FIRST_OUTPUT_TOKEN, {sc.LK_TTFO: rec.ttfo}, timestamp=start_ns + int(rec.ttfo * 1e9))
             if rec.cache_verdict == "unexpected_miss":
                 span.add_event(sc.EVENT_CACHE_MISS, {sc.LK_CACHE_MISS_REASON: rec.cache_miss_reason or "unknown"})
             if rec.outcome in _FAILED:
@@ -215,7 +217,11 @@ def _span_attributes(rec: CallRecord, n: sc.SemConv) -> dict[str, Any]:
         n.error_type: rec.error_type if rec.outcome in _FAILED else None,
         sc.LK_TTFT: rec.ttft,
         sc.LK_TTFB: rec.ttfb,
+        sc.LK_TTFO: rec.ttfo,
+        sc.LK_REASONING_TIME: rec.reasoning_time,
+        sc.LK_REASONING_TIME_BASIS: rec.reasoning_time_basis,
         sc.LK_TPOT: rec.tpot,
+        sc.LK_TPOT_BASIS: rec.tpot_basis,
         sc.LK_E2E: rec.e2e,
         sc.LK_CACHE_VERDICT: rec.cache_verdict,
         sc.LK_CACHE_MISS_REASON: rec.cache_miss_reason,
@@ -238,7 +244,8 @@ class _Instruments:
         self.ttfc = meter.create_histogram(names.ttfc_metric, unit="s", description="Time from request issuance to the first chunk received.", explicit_bucket_boundaries_advisory=d)
         self.tpoc = meter.create_histogram(names.tpoc_metric, unit="s", description="Time between successive output chunks that carry generated tokens.", explicit_bucket_boundaries_advisory=d)
         self.ttft = meter.create_histogram(sc.LK_TTFT_METRIC, unit="s", description="Time from request issuance to the first chunk carrying a generated token.", explicit_bucket_boundaries_advisory=d)
-        self.tpot = meter.create_histogram(sc.LK_TPOT_METRIC, unit="s", description="(last token - first token) / (output tokens - 1) per call.", explicit_bucket_boundaries_advisory=sc.TPOT_BUCKETS)
+        self.ttfo = meter.create_histogram(sc.LK_TTFO_METRIC, unit="s", description="Time from request issuance to the first chunk carrying a token of the answer (not reasoning).", explicit_bucket_boundaries_advisory=d)
+        self.tpot = meter.create_histogram(sc.LK_TPOT_METRIC, unit="s", description="Time per output token over the tokens that were streamed, per call.", explicit_bucket_boundaries_advisory=sc.TPOT_BUCKETS)
         self.token_usage = (
             meter.create_histogram(names.token_usage_metric, unit="{token}", description="Number of input and output tokens used.", explicit_bucket_boundaries_advisory=sc.TOKEN_BUCKETS)
             if names.token_usage_metric
@@ -269,6 +276,8 @@ class _Instruments:
                 self.tpoc.record(gap, attrs)
         if rec.ttft is not None:
             self.ttft.record(rec.ttft, attrs)
+        if rec.ttfo is not None:
+            self.ttfo.record(rec.ttfo, attrs)
         if rec.tpot is not None:
             self.tpot.record(rec.tpot, attrs)
         for kind, count, counter in (("input", rec.input_tokens, self.input_counter), ("output", rec.output_tokens, self.output_counter)):

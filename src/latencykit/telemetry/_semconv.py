@@ -92,6 +92,10 @@ LATEST_GENAI = SemConv(
 # latencykit's own names (not in the conventions).
 LK_TTFT = "latencykit.ttft"
 LK_TTFB = "latencykit.ttfb"
+LK_TTFO = "latencykit.ttfo"
+LK_REASONING_TIME = "latencykit.reasoning_time"
+LK_REASONING_TIME_BASIS = "latencykit.reasoning_time.basis"
+LK_TPOT_BASIS = "latencykit.tpot.basis"
 LK_TPOT = "latencykit.tpot"
 LK_E2E = "latencykit.e2e"
 LK_CHUNKS = "latencykit.chunks"
@@ -103,6 +107,9 @@ LK_CACHE_MISS_REASON = "latencykit.cache.miss_reason"
 LK_CACHE_EXPECTED = "latencykit.cache.expected_tokens"
 LK_TTFT_METRIC = "latencykit.client.time_to_first_token"
 LK_TPOT_METRIC = "latencykit.client.time_per_output_token"
+# No upstream convention measures the answer's first token apart from reasoning; named like
+# the TTFT histogram beside it (and like aiperf's "time to first output token").
+LK_TTFO_METRIC = "latencykit.client.time_to_first_output_token"
 LK_MISS_METRIC = "latencykit.client.cache.misses"
 LK_RETRY_METRIC = "latencykit.client.retries"
 LK_RETRY_REASON = "latencykit.retry.reason"
@@ -114,6 +121,7 @@ LK_TTFT_DEADLINE_HITS = "latencykit.ttft_deadline.hits"
 LK_SEMANTIC_METRIC = "latencykit.client.semantic_cache.lookups"
 LK_SEMANTIC_HIT = "latencykit.semantic_cache.hit"
 EVENT_FIRST_TOKEN = "latencykit.first_token"
+EVENT_FIRST_OUTPUT_TOKEN = "latencykit.first_output_token"
 EVENT_CACHE_MISS = "latencykit.cache.unexpected_miss"
 
 

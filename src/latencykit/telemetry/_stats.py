@@ -16,15 +16,15 @@ from ._sketch import PercentileSketch
 
 __all__ = ["GroupKey", "LatencyStats", "METRICS", "cache_state"]
 
-METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e", "ttfb", "itl")
-"""Summarized metrics, in seconds: TTFT, TPOT, E2E, TTFB per call, and ``itl`` — every gap
-between token-bearing chunks, pooled over calls (vLLM's ITL)."""
+METRICS: tuple[str, ...] = ("ttft", "ttfo", "tpot", "e2e", "ttfb", "itl")
+"""Summarized metrics, in seconds: TTFT, TTFO (first token of the answer), TPOT, E2E, TTFB per
+call, and ``itl`` — every gap between token-bearing chunks, pooled over calls (vLLM's ITL)."""
 
 # Calls that did not complete still have a valid TTFT/TTFB/ITL up to where they stopped,
 # but their E2E and TPOT describe a cut-short call and would skew the distributions.
 _COMPLETED_ONLY = frozenset({"tpot", "e2e"})
 _PER_CALL: tuple[tuple[str, Callable[[CallRecord], Any]], ...] = tuple(
-    (m, operator.attrgetter(m)) for m in ("ttft", "tpot", "e2e", "ttfb")
+    (m, operator.attrgetter(m)) for m in ("ttft", "ttfo", "tpot", "e2e", "ttfb")
 )
 
 
@@ -55,7 +55,7 @@ def group_key(rec: CallRecord) -> GroupKey:
 class LatencyStats:
     """Sketches and counters of one group. Not locked: the owning Recorder serializes access."""
 
-    __slots__ = ("sketches", "outcomes", "input_tokens", "output_tokens", "cache_read_tokens", "relative_accuracy")
+    __slots__ = ("sketches", "outcomes", "input_tokens", "output_tokens", "cache_read_tokens", "relative_accuracy", "reasoning_calls")
 
     def __init__(self, relative_accuracy: float = 0.01) -> None:
         self.relative_accuracy = relative_accuracy
@@ -64,6 +64,9 @@ class LatencyStats:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cache_read_tokens = 0
+        self.reasoning_calls = 0
+        """Calls whose answer did not start with their first token (reasoning came first, streamed
+        or hidden): where TTFO says something TTFT does not."""
 
     @property
     def calls(self) -> int:
@@ -89,6 +92,8 @@ class LatencyStats:
             self.input_tokens += rec.input_tokens or 0
             self.output_tokens += rec.output_tokens or 0
             self.cache_read_tokens += rec.cache_read_tokens or 0
+            if rec.reasoning_tokens or rec.ttfo != rec.ttft:
+                self.reasoning_calls += 1
         records = [rec for rec, _ in calls]
         for metric, read in _PER_CALL:
             values = [v for v in map(read, completed if metric in _COMPLETED_ONLY else records) if v is not None and 0.0 <= v < math.inf]
@@ -111,6 +116,7 @@ class LatencyStats:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cache_read_tokens += other.cache_read_tokens
+        self.reasoning_calls += other.reasoning_calls
 
     def copy(self) -> "LatencyStats":
         """An independent snapshot."""
@@ -125,13 +131,15 @@ class LatencyStats:
             "sketches": {m: s.to_dict() for m, s in self.sketches.items()},
             "outcomes": dict(self.outcomes),
             "tokens": [self.input_tokens, self.output_tokens, self.cache_read_tokens],
+            "reasoning_calls": self.reasoning_calls,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LatencyStats":
         """Inverse of `to_dict`."""
         new = cls(float(d["relative_accuracy"]))
-        new.sketches = {m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()}
+        new.sketches.update({m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()})  # (older dicts lack ttfo)
         new.outcomes = {str(k): int(v) for k, v in d["outcomes"].items()}
         new.input_tokens, new.output_tokens, new.cache_read_tokens = (int(x) for x in d["tokens"])
+        new.reasoning_calls = int(d.get("reasoning_calls", 0))
         return new

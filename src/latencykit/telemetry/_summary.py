@@ -24,7 +24,7 @@ from ._stats import METRICS, GroupKey, LatencyStats, group_key
 __all__ = ["MetricSummary", "GroupSummary", "Summary"]
 
 QUANTILES: tuple[float, ...] = (0.50, 0.90, 0.95, 0.99, 0.999)
-_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E", "ttfb": "TTFB", "itl": "ITL"}
+_LABELS = {"ttft": "TTFT", "ttfo": "TTFO", "tpot": "TPOT", "e2e": "E2E", "ttfb": "TTFB", "itl": "ITL"}
 _COLUMNS = ("metric", "n", "P50", "P90", "P95", "P99", "P99.9", "max")
 RULE = "percentiles by nearest rank (P99 of n < 100 is the max); times in ms"
 
@@ -73,6 +73,8 @@ class GroupSummary:
     cache_read_tokens: int
     metrics: dict[str, MetricSummary]
     sketches: dict[str, PercentileSketch]
+    reasoning_calls: int = 0
+    """Calls that reasoned before answering (their TTFO row is shown; elsewhere TTFO = TTFT)."""
 
     @property
     def name(self) -> str:
@@ -91,6 +93,7 @@ class GroupSummary:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
+            "reasoning_calls": self.reasoning_calls,
             "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
         }
 
@@ -217,11 +220,12 @@ class Summary:
 
 
 def _metric_rows(g: "GroupSummary") -> list[list[str]]:
-    """``[metric, n, p50, p90, p95, p99, p99.9, max]`` (ms) for each metric of ``g`` with data."""
+    """``[metric, n, p50, p90, p95, p99, p99.9, max]`` (ms) for each metric of ``g`` with data
+    (TTFO only where some call reasoned first: elsewhere it repeats TTFT)."""
     return [
         [_LABELS[metric], f"{m.count:,}", *(_ms(v) for v in (m.p50, m.p90, m.p95, m.p99, m.p999, m.max))]
         for metric in METRICS
-        if (m := g.metrics[metric]).count
+        if (m := g.metrics[metric]).count and (metric != "ttfo" or g.reasoning_calls)
     ]
 
 
@@ -239,6 +243,7 @@ def _group(key: GroupKey, stats: LatencyStats) -> GroupSummary:
         stats.cache_read_tokens,
         {m: MetricSummary.of(m, s) for m, s in sketches.items()},
         sketches,
+        stats.reasoning_calls,
     )
 
 
