@@ -156,7 +156,7 @@ class CallRecord:
         parts = [f"{self.provider}/{model}", self.api or self.operation, self.outcome]
         parts += [f"{k}={_ms(v)}" for k, v in (("ttft", self.ttft), ("tpot", self.tpot), ("e2e", self.e2e)) if v is not None]
         if self.ttfo is not None and self.ttfo != self.ttft:
-            parts.insert(3, f"ttfo={_ms(self.ttfo)}")
+            parts.insert(4, f"ttfo={_ms(self.ttfo)}")
         if self.input_tokens is not None or self.output_tokens is not None:
             parts.append(f"in={_n(self.input_tokens)} out={_n(self.output_tokens)}")
         if self.cache_read_tokens is not None:

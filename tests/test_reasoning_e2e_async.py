@@ -1,0 +1,49 @@
+"""Reasoning models through the real async SDKs over HTTP, against the emulator (async mirror)."""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+import latencykit as lk
+from latencykit.emulator import Emulator
+
+from _reasoning_shapes import HEADERS, SHAPES, TPOT_S, Shape, Truth, resource
+
+pytestmark = pytest.mark.slow
+
+
+def _clients(emu: Emulator, shape: Shape, recorder: lk.Recorder) -> tuple[object, object]:
+    if shape.api == "messages":
+        return (lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, recorder=recorder, default_headers=HEADERS),
+                anthropic.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, default_headers=HEADERS))  # fmt: skip
+    base = emu.base_url + "/v1"
+    return (lk.AsyncOpenAI(base_url=base, api_key="k", max_retries=0, recorder=recorder, default_headers=HEADERS),
+            openai.AsyncOpenAI(base_url=base, api_key="k", max_retries=0, default_headers=HEADERS))  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "create"])
+async def test_reasoning_shape_timing(emu: Emulator, recorder: lk.Recorder, shape: Shape, streamed: bool) -> None:
+    """TTFT unchanged, TTFO at the answer's first token, TPOT over what was streamed (async)."""
+    client, raw = _clients(emu, shape, recorder)
+    truth = Truth()
+    async for event in await resource(raw, shape.api).create(stream=True, **shape.request):
+        truth.see(shape.api, event)
+    if streamed:
+        events = [e async for e in await resource(client, shape.api).create(stream=True, **shape.request)]
+        assert events
+    else:
+        result = await resource(client, shape.api).create(**shape.request)
+        assert result.usage is not None
+    rec = recorder.calls[-1]
+    assert rec.outcome == "completed" and rec.tpot_basis == shape.basis
+    assert truth.first is not None and truth.answer is not None
+    assert abs(rec.ttft - truth.first) < 0.060, (rec.ttft, truth.first)
+    assert abs(rec.ttfo - truth.answer) < 0.060, (rec.ttfo, truth.answer)
+    assert abs(rec.tpot / TPOT_S - 1) <= shape.tolerance, (rec.tpot, shape.tolerance)
+    assert rec.output_tokens == 80
+    assert rec.reasoning_time is not None and 0 < rec.reasoning_time <= rec.ttfo
+    await client.close()  # type: ignore[attr-defined]
+    await raw.close()  # type: ignore[attr-defined]

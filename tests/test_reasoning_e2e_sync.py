@@ -1,0 +1,70 @@
+"""Reasoning models through the real SDKs over HTTP, against the emulator with known timing (sync).
+
+For each shape (Chat hidden, Responses hidden and summarized, Chat streamed, Anthropic summarized,
+omitted and full): TTFT and TTFO within 60 ms of what the raw SDK sees on the same request, TPOT
+within 15 % of the emulator's 20 ms (35 % where the answer's token count is estimated), the rule
+named in the record, reasoning billed and answer returned as the raw SDK returns them.
+"""
+
+from __future__ import annotations
+
+import anthropic
+import openai
+import pytest
+
+import latencykit as lk
+from latencykit.emulator import Emulator
+
+from _reasoning_shapes import HEADERS, SHAPES, TPOT_S, Shape, Truth, resource
+
+pytestmark = pytest.mark.slow
+
+
+def _clients(emu: Emulator, shape: Shape, recorder: lk.Recorder) -> tuple[object, object]:
+    if shape.api == "messages":
+        return (lk.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, recorder=recorder, default_headers=HEADERS),
+                anthropic.Anthropic(base_url=emu.base_url, api_key="k", max_retries=0, default_headers=HEADERS))  # fmt: skip
+    base = emu.base_url + "/v1"
+    return (lk.OpenAI(base_url=base, api_key="k", max_retries=0, recorder=recorder, default_headers=HEADERS),
+            openai.OpenAI(base_url=base, api_key="k", max_retries=0, default_headers=HEADERS))  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "create"])
+def test_reasoning_shape_timing(emu: Emulator, recorder: lk.Recorder, shape: Shape, streamed: bool) -> None:
+    """TTFT unchanged, TTFO at the answer's first token, TPOT over what was streamed."""
+    client, raw = _clients(emu, shape, recorder)
+    truth = Truth()
+    for event in resource(raw, shape.api).create(stream=True, **shape.request):
+        truth.see(shape.api, event)
+    if streamed:
+        events = list(resource(client, shape.api).create(stream=True, **shape.request))
+        assert events
+    else:
+        result = resource(client, shape.api).create(**shape.request)
+        assert result.usage is not None
+    rec = recorder.calls[-1]
+    assert rec.outcome == "completed" and rec.tpot_basis == shape.basis
+    assert truth.first is not None and truth.answer is not None
+    assert abs(rec.ttft - truth.first) < 0.060, (rec.ttft, truth.first)
+    assert abs(rec.ttfo - truth.answer) < 0.060, (rec.ttfo, truth.answer)
+    assert abs(rec.tpot / TPOT_S - 1) <= shape.tolerance, (rec.tpot, shape.tolerance)
+    assert rec.output_tokens == 80  # 60 reasoning + 20 answer, billed
+    if shape.api != "messages":
+        assert rec.reasoning_tokens == 60
+    assert rec.reasoning_time is not None and 0 < rec.reasoning_time <= rec.ttfo
+    client.close()  # type: ignore[attr-defined]
+    raw.close()  # type: ignore[attr-defined]
+
+
+def test_reasoning_summary_row(emu: Emulator, recorder: lk.Recorder) -> None:
+    """The Recorder's summary shows a TTFO row for reasoning calls, none for plain ones."""
+    client = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, recorder=recorder, default_headers=HEADERS)
+    client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert "TTFO" not in str(recorder.summary())
+    client.chat.completions.create(model="deepseek-reasoner", messages=[{"role": "user", "content": "hi"}])
+    text = str(recorder.summary())
+    assert "TTFO" in text and recorder.summary()["ttfo"].count == 2
+    streamed = [g for g in recorder.summary().groups if g.model == "deepseek-reasoner"][0]
+    assert streamed.metrics["ttfo"].p50 > streamed.metrics["ttft"].p50 + 0.5  # 60 streamed reasoning tokens × 20 ms
+    client.close()
