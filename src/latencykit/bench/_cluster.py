@@ -32,8 +32,8 @@ _LOCAL = re.compile(r"local:(\d+)")
 _HOSTPORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
 MAX_LOCAL_NODES = 16
 CONNECT_TIMEOUT_S = 1.5
-"""How long `check_cluster` waits for a TCP connection to the address (Ray Client itself waits 30 s, and a
-head's GCS address that nothing serves is retried without end)."""
+"""How long `check_cluster` waits for a TCP connection to the address (Ray Client itself waits 30 s, and Ray
+was still retrying a head's GCS address that nothing served after 2 minutes)."""
 
 
 @dataclass(frozen=True)
