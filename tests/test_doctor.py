@@ -195,13 +195,13 @@ def test_rules_on_a_synthetic_window_and_thresholds() -> None:
     assert "fewer concurrent" in diagnose(preempted).findings[0].advice
     with pytest.raises(ValueError, match="-1"):
         Thresholds(waiting=-1)
-    assert "kv_cache_pressure" in str(one)
+    assert "[KV-cache pressure]" in str(one)
 
 
 def test_finding_text_names_kind_evidence_and_advice() -> None:
-    """A finding prints its kind, its numbers and the advice."""
+    """A finding prints its kind, its numbers and the advice, in words (tests/test_doctor_words.py)."""
     f = Finding("queue_pressure", "Requests queue", {"waiting_max": 4.0, "kv": None}, "Add replicas.")
-    assert str(f) == "[queue_pressure] Requests queue (waiting_max=4)\n  -> Add replicas."
+    assert str(f) == "[queue pressure] Requests queue (most waiting: 4)\n  -> Add replicas."
 
 
 @pytest.fixture
@@ -226,7 +226,7 @@ def test_cli_doctor_prints_findings(vllm_emu: Emulator, capsys: pytest.CaptureFi
 
     assert main(["doctor", "--url", vllm_emu.base_url + "/v1", "--duration", "0.1", "--interval", "0.05"]) == 0
     out = capsys.readouterr().out
-    assert "latencykit doctor" in out and "healthy" in out and "kv_cache_usage_max" in out
+    assert "latencykit doctor" in out and "healthy" in out and "most KV-cache usage" in out and "kv_cache_usage_max" not in out
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

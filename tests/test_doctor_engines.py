@@ -75,7 +75,7 @@ def test_real_tgi_page_reads_summary_and_queue_time_and_says_what_tgi_lacks() ->
     assert w.mean("tpot") is None and w.mean("itl") is None and w.mean("tgi_mean_time_per_token") == pytest.approx(8.643160945 / 109)
     assert d.kinds == ("queue_pressure",), str(d)
     finding = d.findings[0]
-    assert "tgi exposes no KV-cache usage" in finding.title and finding.evidence["server_queue_time_mean_s"] > 2.7
+    assert "TGI exposes no KV-cache usage" in finding.title and finding.evidence["server_queue_time_mean_s"] > 2.7
     assert "tgi_request_queue_duration" in finding.evidence["metrics"]
     assert "--max-batch-total-tokens" in finding.advice and "--max-concurrent-requests" in finding.advice
 

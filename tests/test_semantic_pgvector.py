@@ -37,6 +37,7 @@ if REASON is not None:
     pytest.skip(REASON, allow_module_level=True)
 
 from latencykit.semantic import PgVectorStore  # noqa: E402  (needs psycopg: after the check)
+from latencykit.semantic._scope import stored_scope  # noqa: E402
 
 DIM = 16
 SECRET = b"s" * 32
@@ -339,6 +340,21 @@ def test_cli_init_creates_the_schema(pg: PgServer, capsys: pytest.CaptureFixture
         assert any("(scope, fingerprint, vkey)" in i for i in indexes)
         assert len(s) == 0
     assert main(["semantic", "init", "--dsn", "host=127.0.0.1 port=1 connect_timeout=1", "--dim", "8"]) == 1
+
+
+def test_odd_scopes_are_stored_safely(store: PgVectorStore, pg: PgServer, emu: Emulator) -> None:
+    """NUL, newline, 10 000 characters, a lone surrogate: each a scope of its own, as in the other stores (psycopg
+    refused the NUL and the surrogate, and the 10 000 characters outgrew a B-tree row); the column holds the
+    plain scopes as given and a hash for the rest."""
+    from _odd_scopes import GONE, SCOPES, check_cache_scopes, check_scopes
+
+    check_scopes(store, DIM)
+    column = sorted(r[0] for r in rows(pg, f"SELECT scope FROM {store.table}"))
+    plain = ["a", "a\ufffd", "acme", "line", "line\nbreak"]
+    assert column == sorted(plain + [stored_scope(s) for s in SCOPES if s not in GONE and s not in plain])
+    assert all(c in plain or (c.startswith("sha256:") and len(c) == 71) for c in column)
+    with make(pg, 384) as shared:
+        check_cache_scopes(emu.base_url, lambda: SemanticCache(store=shared, secret=SECRET, encrypt=False))
 
 
 def test_server_stops_by_pid() -> None:

@@ -108,3 +108,10 @@ async def test_async_client_hit_through_postgres(pg: PgServer, emu: Emulator) ->
         assert two.latency.last.semantic_hit is False
         await one.close()
         await two.close()
+
+
+async def test_async_odd_scopes_are_stored_safely(store: PgVectorStore) -> None:
+    """The async twins take the odd scopes as the sync methods and the other stores do."""
+    from _odd_scopes import acheck_scopes
+
+    await acheck_scopes(store.aadd, store.asearch, store.aclear, store.acount, DIM)

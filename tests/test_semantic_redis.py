@@ -118,6 +118,20 @@ def test_redis_store_behind_a_client(emu: Emulator, redis_client: Any) -> None:
     store.clear()
 
 
+def test_redis_odd_scopes_are_stored_safely(store: RedisStore, emu: Emulator, redis_client: Any) -> None:
+    """NUL, newline, 10 000 characters, a lone surrogate: each a scope of its own, as in the other stores; keys stay short."""
+    from _odd_scopes import check_cache_scopes, check_scopes
+
+    check_scopes(store, 16)
+    assert max(len(k) for k in redis_client.scan_iter(match=f"{store.prefix}*")) < 300  # a long scope is hashed
+    shared = RedisStore(redis_client, 384, prefix="lk-odd:")
+    shared.clear()
+    try:
+        check_cache_scopes(emu.base_url, lambda: SemanticCache(store=shared, secret=b"s" * 32, encrypt=False))
+    finally:
+        shared.clear()
+
+
 def _everything(redis_client: Any, prefix: str) -> bytes:
     """Every key under ``prefix`` and every value it holds (hash fields and values, set members), concatenated."""
     out: list[bytes] = []

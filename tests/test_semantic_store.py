@@ -286,3 +286,23 @@ def test_openai_embedder_sync_and_async() -> None:
     assert np.allclose(arows[0], rows[0], atol=1e-6)
     with pytest.raises(ValueError, match="no client"):
         OpenAIEmbedder()(["a"])
+
+
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_odd_scopes_are_stored_safely(emu: Any, tmp_path: Path, encrypt: bool) -> None:
+    """NUL, newline, 10 000 characters, a lone surrogate: each a scope of its own, as in Redis and PostgreSQL
+    (test_semantic_redis.py, test_semantic_pgvector*.py run the same check); listed and saved as given."""
+    from _odd_scopes import GONE, SCOPES, check_cache_scopes, check_scopes
+
+    store = MemoryStore(16)
+    check_scopes(store, 16)
+    kept = [s for s in SCOPES if s not in GONE]
+    assert store.scopes() == {s: 1 for s in kept}  # the originals, not their stored form
+    again = MemoryStore(16)
+    assert again.loads(store.dumps()) == len(kept) and again.scopes() == store.scopes()
+    shared = MemoryStore(384)
+    check_cache_scopes(emu.base_url, lambda: SemanticCache(store=shared, secret=b"s" * 32, encrypt=encrypt))
+    cache = SemanticCache(store=shared, secret=b"s" * 32, encrypt=encrypt)
+    cache.save(tmp_path / "odd.npz")
+    loaded = SemanticCache(secret=b"s" * 32, encrypt=encrypt)
+    assert loaded.load(tmp_path / "odd.npz") == len(shared)

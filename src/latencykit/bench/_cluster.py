@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,12 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["ClusterSpec", "LocalRayCluster", "import_ray", "parse_cluster", "RAY_INSTALL"]
+__all__ = ["ClusterSpec", "LocalRayCluster", "auto_address", "check_cluster", "import_ray", "parse_cluster", "RAY_INSTALL"]
 
 RAY_INSTALL = 'pip install "latencykit[ray]"'
 _LOCAL = re.compile(r"local:(\d+)")
 _HOSTPORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:\d{1,5}")
 MAX_LOCAL_NODES = 16
+CONNECT_TIMEOUT_S = 1.5
+"""How long `check_cluster` waits for a TCP connection to the address (Ray Client itself waits 30 s, and Ray
+was still retrying a head's GCS address that nothing served after 2 minutes)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,91 @@ def parse_cluster(text: str) -> ClusterSpec:
         return ClusterSpec(t, "gcs")
     raise ValueError(f"--cluster takes local:N (a throw-away cluster of N nodes on this machine), auto (the cluster this "
                      f"machine belongs to), ray://HOST:10001 (Ray Client) or HOST:PORT (a head's GCS); got {text!r}")  # fmt: skip
+
+
+def ray_temp_dir() -> Path:
+    """Ray's temporary folder, as Ray finds it: ``$RAY_TMPDIR``, else ``$TMPDIR`` (Linux), else /tmp; then ``ray``."""
+    base = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None) or "/tmp"
+    return Path(base) / "ray"
+
+
+def _raylet_gcs_addresses() -> Optional[list[str]]:
+    """The GCS addresses that the raylets running here were started with (``--gcs-address=``), as Ray's ``auto``
+    looks for them; ``None`` where there is no ``/proc`` to look in."""
+    if not os.path.isdir("/proc"):
+        return None
+    found: list[str] = []
+    for entry in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0") if entry.isdigit() else []
+        except OSError:
+            continue
+        if argv and "raylet" in os.path.basename(argv[0]):
+            for arg in (a for part in argv for a in part.split(" ")):
+                value = arg.partition("=")[2] if arg.startswith("--gcs-address=") else ""
+                if value not in ("", "None") and value not in found:
+                    found.append(value)
+    return found
+
+
+def auto_address() -> tuple[Optional[str], str]:
+    """The address Ray's ``auto`` joins and where it was found, looked up as Ray 2.x does but without Ray:
+    ``$RAY_ADDRESS``; else the one raylet running here; else ``ray_current_cluster`` in Ray's temporary folder
+    (written by ``ray start``); else any raylet here. ``(None, what was looked at)`` when there is none."""
+    env = os.environ.get("RAY_ADDRESS", "")
+    if env and env != "auto":
+        return env, "from RAY_ADDRESS"
+    raylets = _raylet_gcs_addresses()
+    current = ray_temp_dir() / "ray_current_cluster"
+    try:
+        written = current.read_text().strip() or None
+    except OSError:
+        written = None
+    if raylets and (len(raylets) == 1 or written is None):
+        return raylets[0], "the raylet running here"
+    if written is not None:
+        return written, f"from {current}"
+    return None, f"RAY_ADDRESS is not set, no raylet runs here and {current} does not exist"
+
+
+def _host_port(address: str) -> Optional[tuple[str, int]]:
+    text = address[len("ray://"):] if address.startswith("ray://") else address
+    if not _HOSTPORT.fullmatch(text):
+        return None
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def check_cluster(spec: ClusterSpec, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """``ValueError`` (one line naming the host and port) unless something accepts a TCP connection at the
+    cluster's address within ``timeout`` seconds; for ``auto``, also when no cluster can be found. Needs no Ray:
+    a wrong address is said in a second, before Ray's own connection timeouts and warnings. ``local:N`` and an
+    address that is not HOST:PORT (Ray then says what is wrong with it) pass."""
+    source = ""
+    address = spec.ray_address
+    if spec.kind == "auto":
+        address, source = auto_address()
+        if address is None:
+            raise ValueError(f"--cluster auto: no Ray cluster found on this machine ({source}); start one "
+                             "(ray start --head) or give its address: ray://HOST:10001 or HOST:PORT")  # fmt: skip
+        source = f" ({address}, {source})"
+    where = _host_port(address) if address is not None else None
+    if where is None:
+        return
+    host, port = where
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return
+    except ConnectionRefusedError:
+        why = "connection refused"
+    except (socket.timeout, TimeoutError):
+        why = f"no answer within {timeout:g} s"
+    except socket.gaierror:
+        why = "no such host"
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+    raise ValueError(f"--cluster {spec.text}{source}: nothing answers at host {host} port {port} ({why}); is the Ray head "
+                     "up, and is it the right port (Ray Client listens on 10001, the head's GCS on 6379)?")  # fmt: skip
 
 
 def import_ray() -> Any:

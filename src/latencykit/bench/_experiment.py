@@ -308,7 +308,7 @@ def _terminate_as_exit(registry: ServerRegistry) -> Iterator[None]:
 def experiment(
     source: Union[str, Path, Mapping[str, Any], ExperimentSpec], *, out: Union[str, Path, None] = None,
     html: Union[str, Path, None] = None, repeat: Optional[int] = None, only: Sequence[str] = (), progress: bool = False,
-    console: Any = None, cluster: Optional[str] = None, per_node: Optional[int] = None,
+    console: Any = None, cluster: Optional[str] = None, per_node: Optional[int] = None, verbose: bool = True,
 ) -> ExperimentRun:
     """Run an experiment file (or its dict): every strategy started, loaded, measured and stopped.
 
@@ -318,7 +318,8 @@ def experiment(
     baseline). Prints progress to ``console`` (rich) when ``progress``. ``cluster`` / ``per_node``
     send each strategy's traffic from Ray workers as ``latencykit bench --cluster`` does (one set
     of workers for the whole experiment; a server the experiment starts listens on this machine,
-    so the nodes must be on it too, e.g. ``local:N``). `ExperimentFileError` (a ``ValueError``)
+    so the nodes must be on it too, e.g. ``local:N``; ``verbose=False`` keeps Ray's own warnings out of the
+    terminal). `ExperimentFileError` (a ``ValueError``)
     for a bad file, before any server starts.
     """
     spec = source if isinstance(source, ExperimentSpec) else load_experiment(source)
@@ -352,7 +353,7 @@ def experiment(
         from ._fleet import Fleet
 
         BenchConfig(cluster=cluster, per_node=per_node)  # a bad address or count: ValueError before anything starts
-        fleet = Fleet(cluster, per_node)
+        fleet = Fleet(cluster, per_node, verbose=verbose)
         ctx.fleet = fleet
     try:
         if fleet is not None:

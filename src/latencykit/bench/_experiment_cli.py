@@ -60,6 +60,7 @@ def _parser(prog: str = "latencykit experiment") -> argparse.ArgumentParser:
     p.add_argument("--cluster", metavar="ADDRESS", help="send the traffic from Ray workers, as latencykit bench --cluster "
                    '(local:N here: the servers listen on this machine); needs pip install "latencykit[ray]"')  # fmt: skip
     p.add_argument("--per-node", type=_repeat, metavar="N", help="with --cluster: worker processes per node (default one per CPU)")
+    p.add_argument("--verbose", action="store_true", help="with --cluster: let Ray's own warnings and log lines through")
     return p
 
 
@@ -90,12 +91,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         console = Console()
         if args.cluster is not None:
-            from ._cluster import import_ray, parse_cluster
+            from ._cluster import check_cluster, import_ray, parse_cluster
 
-            parse_cluster(args.cluster)
+            check_cluster(parse_cluster(args.cluster))  # a dead address in a second, before any server starts
             import_ray()
         run = experiment(spec, out=args.out, html=args.html, repeat=args.repeat, only=args.only, progress=not args.quiet,
-                         console=console, cluster=args.cluster, per_node=args.per_node)  # fmt: skip
+                         console=console, cluster=args.cluster, per_node=args.per_node, verbose=args.verbose)  # fmt: skip
     except (ExperimentFileError, ValueError, ImportError) as exc:
         print(f"latencykit experiment: {exc}", file=sys.stderr)
         return 2

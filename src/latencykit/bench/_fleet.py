@@ -15,16 +15,18 @@ and unsent, the cell is marked partial, and the next cells run on the workers le
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import sys
 import time
+import warnings
 from dataclasses import asdict
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ._clock import ClockOffset, measure_offset
-from ._cluster import ClusterSpec, LocalRayCluster, import_ray, parse_cluster, ray_env
+from ._cluster import ClusterSpec, LocalRayCluster, check_cluster, import_ray, parse_cluster, ray_env
 from ._config import BenchConfig
 from ._load import CellResult, LoadSpec
 from ._targets import TargetSpec
@@ -55,11 +57,16 @@ def _skews() -> dict[int, float]:
 
 
 class Fleet:
-    """Worker actors on the Ray cluster at ``cluster`` (`parse_cluster`); use as a context manager."""
+    """Worker actors on the Ray cluster at ``cluster`` (`parse_cluster`); use as a context manager.
 
-    def __init__(self, cluster: str, per_node: Optional[int] = None) -> None:
+    ``verbose=False`` keeps Ray's own warnings and log lines (Python warnings, its ``ray`` logger below
+    ERROR, its core's C++ log) out of the terminal while the fleet is open; the CLI's default."""
+
+    def __init__(self, cluster: str, per_node: Optional[int] = None, *, verbose: bool = True) -> None:
         self.spec: ClusterSpec = parse_cluster(cluster)
         self.per_node = per_node
+        self.verbose = verbose
+        self._quiet: Optional[warnings.catch_warnings[None]] = None
         self.local: Optional[LocalRayCluster] = None
         self.workers: list[dict[str, Any]] = []
         """One entry per worker: ``worker``, ``node``, ``node_id``, ``pid``, ``host``, ``clock`` ... and ``alive``."""
@@ -84,9 +91,16 @@ class Fleet:
     def open(self) -> "Fleet":
         """Start (``local:N``) or join the cluster, place the workers, measure their clocks."""
         address = self.spec.ray_address
-        if self.spec.kind == "local" and "ray" in sys.modules and getattr(sys.modules["ray"], "is_initialized", lambda: False)():
+        connected = "ray" in sys.modules and getattr(sys.modules["ray"], "is_initialized", lambda: False)()
+        if self.spec.kind == "local" and connected:
             raise ValueError(f"--cluster {self.spec.text} starts a cluster of its own, but this process is already "
                              "connected to Ray: call ray.shutdown() first, or pass cluster='auto' to use that one")  # fmt: skip
+        if not connected:
+            check_cluster(self.spec)  # a dead address in a second, on one line: not Ray's timeouts and warnings
+        if not self.verbose:
+            self._quiet = warnings.catch_warnings()
+            self._quiet.__enter__()
+            warnings.filterwarnings("ignore", module=r"ray(\.|$)")
         if self.spec.kind == "local":
             for k, v in ray_env().items():  # this driver joins on 127.0.0.1 too (read when ray is imported)
                 self._env_set[k] = os.environ.get(k)
@@ -97,13 +111,16 @@ class Fleet:
             self.local = LocalRayCluster(self.spec.nodes)  # set first: `close` stops it whatever `start` reached
             address = self.local.start().address
         if not ray.is_initialized():
-            logging.getLogger("ray").setLevel(logging.WARNING)
+            level = logging.WARNING if self.verbose else logging.ERROR
+            logging.getLogger("ray").setLevel(level)
             try:
                 extra = {"_node_ip_address": "127.0.0.1"} if self.local is not None else {}
-                ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, namespace="latencykit-bench",
-                         **extra)  # fmt: skip
+                with contextlib.nullcontext() if self.verbose else _native_stderr_hushed():
+                    ray.init(address=address, logging_level=level, log_to_driver=False, namespace="latencykit-bench",
+                             **extra)  # fmt: skip
             except ConnectionError as exc:
-                raise ValueError(f"--cluster {self.spec.text}: no Ray cluster answered ({exc})") from None
+                more = "" if self.verbose else "; --verbose shows Ray's own log lines"
+                raise ValueError(f"--cluster {self.spec.text}: no Ray cluster answered ({exc}){more}") from None
             self._owns_init = True
         nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: (n.get("NodeManagerAddress", ""), n["NodeID"]))
         if not nodes:
@@ -164,6 +181,9 @@ class Fleet:
             else:
                 os.environ[k] = v
         self._env_set = {}
+        if self._quiet is not None:
+            self._quiet.__exit__(None, None, None)
+            self._quiet = None
 
     _saved_cluster_flag: Any = None
 
@@ -334,6 +354,21 @@ class Fleet:
                  "unsent": max(int(progress.get("dealt", 0)) - started, 0)}  # fmt: skip
         self.lost.append(entry)
         return entry
+
+
+@contextlib.contextmanager
+def _native_stderr_hushed() -> Iterator[None]:
+    """File descriptor 2 to /dev/null while Ray connects: its core's C++ log lines (a GCS that does not answer
+    is retried for some 20 s, a line a second) bypass Python's logging and warnings."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _asker(ray: Any, actor: Any) -> Callable[[], float]:

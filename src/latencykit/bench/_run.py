@@ -69,13 +69,15 @@ def _lateness(emu: Any, url: Optional[str], reset: bool) -> Optional[dict[str, A
 
 
 def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = None, cluster: Any = None,
-              per_node: Optional[int] = None) -> BenchRun:
+              per_node: Optional[int] = None, verbose: bool = True) -> BenchRun:
     """Run every strategy at every load level; returns the `BenchRun` (nothing is printed unless ``progress``).
 
     ``cluster`` (or ``config.cluster``) places the workers on Ray: ``"local:N"`` (a throw-away cluster of N
     nodes on this machine), ``"auto"``, ``"ray://HOST:10001"`` or a head's ``"HOST:PORT"``, with ``per_node``
     workers on each node (default one per CPU); needs ``pip install "latencykit[ray]"``. The run file's
-    ``env["cluster"]`` then records every node, its clock offset and its uncertainty.
+    ``env["cluster"]`` then records every node, its clock offset and its uncertainty. The address is checked
+    first (a TCP connection, `check_cluster`): nothing answering there is a one-line ``ValueError`` within
+    seconds. ``verbose=False`` keeps Ray's own warnings and log lines out of the terminal (``bench``'s default).
 
     Ctrl-C (``KeyboardInterrupt``) ends the run early: the `BenchRun` returned holds the finished
     cells and the interrupted cell's finished requests, with ``partial`` saying what was cut. A cluster
@@ -94,7 +96,7 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     if fleet is None and config.cluster is not None:
         from ._fleet import Fleet
 
-        fleet, owned = Fleet(config.cluster, config.per_node), True
+        fleet, owned = Fleet(config.cluster, config.per_node, verbose=verbose), True
 
     target = resolve_target(config.target, base_url=config.base_url, model=config.model, api=config.api,
                             per_chunk_usage=config.per_chunk_usage, exact_output=config.exact_output)  # fmt: skip

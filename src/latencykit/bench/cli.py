@@ -113,6 +113,7 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
                     help="place the workers on Ray: local:N (a throw-away cluster of N nodes here), auto, ray://HOST:10001 "
                          'or HOST:PORT; needs pip install "latencykit[ray]"')  # fmt: skip
     lo.add_argument("--per-node", type=int, metavar="N", help="with --cluster: worker processes per node (default one per CPU)")
+    lo.add_argument("--verbose", action="store_true", help="with --cluster: let Ray's own warnings and log lines through")
     lo.add_argument("--control", type=_share, default=0.0, help="share of requests sent by the thin raw-HTTP reader, interleaved (e.g. 10%%)")
     s = p.add_argument_group("strategies and reports")
     levers = ", ".join(k + "=" + "/".join(v) for k, v in LEVERS.items())
@@ -186,8 +187,9 @@ def _cmd_run(argv: Sequence[str]) -> int:
             timing=asdict(timing), cluster=args.cluster, per_node=args.per_node,
         )  # fmt: skip
         if config.cluster is not None:
-            from ._cluster import import_ray
+            from ._cluster import check_cluster, import_ray, parse_cluster
 
+            check_cluster(parse_cluster(config.cluster))  # nothing answering there: one line in a second, without Ray
             import_ray()  # one line naming the install command, before anything starts
         config.levels()  # a bad load level is a usage error now, not after the emulator started
         if config.replay is not None and not Path(config.replay).is_file():
@@ -200,7 +202,7 @@ def _cmd_run(argv: Sequence[str]) -> int:
         for note in notes:
             console.print(Line(note, "note").rich(), highlight=False)
         started = time.perf_counter()
-        run = run_bench(config, progress=not args.quiet, console=console)
+        run = run_bench(config, progress=not args.quiet, console=console, verbose=args.verbose)
     except (ValueError, ImportError) as exc:
         print(f"latencykit bench: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -35,6 +35,7 @@ from ._embedders import Embedder, HashedEmbedder, normalize_rows
 from ._guards import NUMBERS_VERSION, numbers
 from ._options import parse_mark
 from ._request import Ineligible, Pending, Query, analyze, api_of
+from ._scope import scope_bytes
 from ._store import MemoryStore, Partition, StoreHit, VectorStore, write_atomic
 
 __all__ = ["SemanticCache", "SemanticStats", "Pending"]
@@ -218,7 +219,7 @@ class SemanticCache:
 
     def _store_scope(self, scope: str) -> str:
         """The scope as the store keeps it: a keyed digest when encrypting (a tenant id can be personal data)."""
-        return "#" + self._fp.digest(b"semantic-scope", scope.encode()).hex() if self.encrypt else scope
+        return "#" + self._fp.digest(b"semantic-scope", scope_bytes(scope)).hex() if self.encrypt else scope
 
     def embed(self, text: str) -> Any:
         """The normalized embedding of ``text`` (sync)."""
@@ -365,7 +366,7 @@ class SemanticCache:
 
 def _associated(partition: Partition) -> bytes:
     """Associated data of a sealed answer: the partition it belongs to, so it cannot be moved."""
-    scope = partition[0].encode()
+    scope = scope_bytes(partition[0])
     return b"latencykit.semantic/answer/1" + len(scope).to_bytes(4, "big") + scope + partition[1]
 
 

@@ -29,7 +29,7 @@ def semantic_cacheable(scope: str) -> dict[str, str]:
     """
     if not isinstance(scope, str) or not scope:
         raise ValueError(f"scope must be a non-empty str, got {scope!r}")
-    return {HEADER: "cacheable; scope=" + quote(scope, safe="")}
+    return {HEADER: "cacheable; scope=" + quote(scope, safe="", errors="surrogatepass")}  # any str: percent-escaped UTF-8
 
 
 def semantic_skip() -> dict[str, str]:
@@ -47,5 +47,8 @@ def parse_mark(value: Optional[str]) -> tuple[str, Optional[str]]:
     head, _, rest = value.partition(";")
     key, _, scope = rest.strip().partition("=")
     if head.strip() == "cacheable" and key.strip() == "scope" and scope:
-        return "cacheable", unquote(scope)
+        try:
+            return "cacheable", unquote(scope, errors="surrogatepass")  # the scope as given, a lone surrogate too
+        except UnicodeDecodeError:  # a hand-written header's bytes that are not UTF-8
+            return "cacheable", unquote(scope)
     return "none", None

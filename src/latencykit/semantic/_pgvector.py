@@ -3,7 +3,8 @@
 Every process that points at the same table shares the answers. Schema (created on first
 use under an advisory lock, or by ``latencykit semantic init --dsn ...``):
 
-- ``{table}``: ``id``, ``scope``, ``fingerprint``, ``vkey`` (a digest of the vector),
+- ``{table}``: ``id``, ``scope`` (its `stored_scope` form: a NUL, a lone surrogate or a long scope
+  is hashed, so every ``str`` is a scope here as in the other stores), ``fingerprint``, ``vkey`` (a digest of the vector),
   ``embedding vector(dim)``, ``payload bytea`` (opaque: compressed, or encrypted by the cache),
   ``meta jsonb``, ``created_at``; an HNSW index (``vector_cosine_ops``, ``m``,
   ``ef_construction``), the unique B-tree ``(scope, fingerprint, vkey)`` — the partition
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Generator, Optional
 import numpy as np
 
 from ._pgsql import ITERATIVE_SCAN, MIN_PGVECTOR, SCHEMA_LOCK, Sql, lock_key, version_of
+from ._scope import stored_scope
 from ._store import Partition, StoreHit, Vector
 
 if TYPE_CHECKING:
@@ -160,7 +162,7 @@ class PgVectorStore:
             if scope is None:
                 conn.execute(self._sql.clear_all)
             else:
-                conn.execute(self._sql.clear_scope, (scope,))
+                conn.execute(self._sql.clear_scope, (stored_scope(scope),))
 
     def maintain(self) -> tuple[int, int]:
         """Delete expired entries, then the least recently used above ``max_entries``; returns
@@ -216,7 +218,7 @@ class PgVectorStore:
             if scope is None:
                 await conn.execute(self._sql.clear_all)
             else:
-                await conn.execute(self._sql.clear_scope, (scope,))
+                await conn.execute(self._sql.clear_scope, (stored_scope(scope),))
 
     async def amaintain(self) -> tuple[int, int]:
         """Async `maintain`."""
@@ -247,11 +249,11 @@ class PgVectorStore:
         return q
 
     def _search_params(self, partition: Partition, vector: Any, threshold: float) -> dict[str, Any]:
-        scope, fp = partition
+        scope, fp = stored_scope(partition[0]), partition[1]
         return {"scope": scope, "fp": fp, "v": self._vector(vector), "probe": self.exact_limit + 1, "maxd": 1.0 - float(threshold), "res": self.lru_resolution}
 
     def _add_params(self, partition: Partition, vector: Any, payload: bytes, meta: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        scope, fp = partition
+        scope, fp = stored_scope(partition[0]), partition[1]
         q = self._vector(vector)
         Jsonb = self._psycopg.types.json.Jsonb
         params = {

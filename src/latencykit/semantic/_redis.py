@@ -5,8 +5,9 @@ Plain Redis (no modules: Debian's ``redis-server`` works). Each entry is a hash
 its metadata, with a Redis TTL; each partition is a set of its entry keys. A lookup reads the
 partition's vectors in one pipeline and scores them with one matrix product here, so it
 suits partitions of up to a few thousand entries; entries whose TTL has passed are gone from
-Redis and are dropped from the set when met. Scopes and fingerprints are stored hex-encoded
-in the keys, so any scope string is safe. Needs ``pip install redis``.
+Redis and are dropped from the set when met. Scopes (their `stored_scope` form: any ``str``, a
+NUL, a lone surrogate or 10 000 characters alike) and fingerprints are stored hex-encoded in the
+keys. Needs ``pip install redis``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ._scope import stored_scope
 from ._store import Partition, StoreHit, Vector
 
 __all__ = ["RedisStore"]
@@ -39,7 +41,7 @@ class RedisStore:
 
     def _part_key(self, partition: Partition) -> str:
         scope, fingerprint = partition
-        return f"{self.prefix}p:{scope.encode().hex()}:{fingerprint.hex()}"
+        return f"{self.prefix}p:{_hex(scope)}:{fingerprint.hex()}"
 
     def search(self, partition: Partition, vector: Vector, threshold: float) -> Optional[StoreHit]:
         """The most similar live entry of ``partition`` at cosine ≥ ``threshold``."""
@@ -87,7 +89,7 @@ class RedisStore:
 
     def clear(self, scope: Optional[str] = None) -> None:
         """Drop every entry of this prefix, or those of one scope."""
-        patterns = [f"{self.prefix}*"] if scope is None else [f"{self.prefix}{kind}:{scope.encode().hex()}:*" for kind in ("p", "e")]
+        patterns = [f"{self.prefix}*"] if scope is None else [f"{self.prefix}{kind}:{_hex(scope)}:*" for kind in ("p", "e")]
         for pattern in patterns:
             batch = list(self.redis.scan_iter(match=pattern, count=500))
             if batch:
@@ -95,3 +97,8 @@ class RedisStore:
 
     def __len__(self) -> int:
         return sum(1 for _ in self.redis.scan_iter(match=f"{self.prefix}e:*", count=500))
+
+
+def _hex(scope: str) -> str:
+    """The scope in a key: its stored form, hex-encoded (``scope.encode().hex()`` for a plain scope, as before)."""
+    return stored_scope(scope).encode().hex()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from ..core._segments import Fingerprinter
+from ._scope import scope_bytes
 from ._store import StoreHit
 
 __all__ = ["Query", "Ineligible", "Pending", "analyze", "api_of"]
@@ -140,7 +141,7 @@ def analyze(
     exact["last"] = {k: v for k, v in last.items() if k != "content"}
     exact["last_parts"] = rest
     canonical = json.dumps(_strip(exact), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    digest = fp.digest(b"semantic", api.encode(), scope.encode(), canonical.encode())
+    digest = fp.digest(b"semantic", api.encode(), scope_bytes(scope), canonical.encode())
     temperature = body.get("temperature")
     return Query(api, digest, text, float(temperature) if isinstance(temperature, (int, float)) else None)
 

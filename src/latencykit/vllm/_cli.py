@@ -23,6 +23,7 @@ from typing import Any
 from ..telemetry._recorder import Recorder
 from ._doctor import Doctor, doctor, metrics_url, server_root
 from ._findings import Diagnosis
+from ._words import KIND_WORDS, engine_name, evidence_text, figure, label
 
 __all__ = ["add_doctor", "is_emulated", "render", "run_doctor"]
 
@@ -83,24 +84,6 @@ def add_doctor(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the diagnosis as JSON (one line per window with --watch)")
 
 
-_SHARES = ("kv_cache_usage", "hit_rate", "gpu_memory_usage")
-
-
-def _number(value: Any, key: str = "") -> str:
-    """Plain decimals, never e-notation: shares (KV-cache usage, hit rates) as percentages, ``n/a`` for no value."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if any(k in key for k in _SHARES):
-        return f"{value * 100:.{3 if 0 < abs(value) < 0.0001 else 2}f} %"
-    if isinstance(value, int) or float(value).is_integer():
-        return f"{value:,.0f}"
-    v = abs(value)
-    digits = 0 if v >= 100 else 1 if v >= 10 else 2 if v >= 1 else 3 if v >= 0.01 else 5
-    return f"{value:,.{digits}f}"
-
-
 def is_emulated(url: str, timeout: float = 2.0) -> bool:
     """Whether ``url`` is latencykit's emulator (its vLLM mode emulates the metrics): it answers ``/_emulator/lateness``."""
     import urllib.request
@@ -113,8 +96,10 @@ def is_emulated(url: str, timeout: float = 2.0) -> bool:
 
 
 def render(diagnosis: Diagnosis, url: str, emulated: bool = False) -> Any:
-    """A rich renderable of ``diagnosis`` (needs rich); ``emulated`` labels the metrics as the emulator's."""
+    """A rich renderable of ``diagnosis`` (needs rich); ``emulated`` labels the metrics as the emulator's. Words, not
+    keys (`latencykit.vllm._words`): ``--json`` keeps the keys."""
     from rich.console import Group
+    from rich.markup import escape
     from rich.panel import Panel
     from rich.table import Table
 
@@ -122,18 +107,22 @@ def render(diagnosis: Diagnosis, url: str, emulated: bool = False) -> Any:
     head = Table.grid(padding=(0, 2))
     if emulated:
         head.add_row("metrics", "[bold]EMULATED[/bold] (latencykit emulator, vLLM mode)")
-    for key in ("server", "not_exposed", "scrapes", "elapsed_s", "kv_cache_usage_max", "running_max", "waiting_max", "preemptions",
+    server = w.get("server")
+    head.add_row("engine", engine_name(server))
+    head.add_row(f"not exposed by {engine_name(server)}", figure("not_exposed", w.get("not_exposed")))
+    for key in ("scrapes", "elapsed_s", "kv_cache_usage_max", "running_max", "waiting_max", "preemptions",
                 "generation_tokens_per_s", "prefix_cache_hit_rate", "spec_accepted_per_step", "server_ttft_p50_s",
                 "server_ttft_p95_s", "server_queue_time_p95_s"):  # fmt: skip
-        head.add_row(key, _number(w.get(key), key))
+        head.add_row(label(key), figure(key, w.get(key)))
     for key in ("server_backend_request_mean_s", "gpu_memory_usage_max"):  # Triton's: shown where the engine has them
         if w.get(key) is not None:
-            head.add_row(key, _number(w.get(key), key))
+            head.add_row(label(key), figure(key, w.get(key)))
     panels = []
     for f in diagnosis.findings:
-        evidence = ", ".join(f"{k}={_number(v, k)}" for k, v in f.evidence.items() if v is not None)
+        evidence = escape(evidence_text(f.evidence, server))
         style = _STYLE.get(f.kind, "magenta")
-        panels.append(Panel(f"{f.title}\n[dim]{evidence}[/dim]\n\n{f.advice}", title=f.kind, border_style=style))
+        panels.append(Panel(f"{escape(f.title)}\n[dim]{evidence}[/dim]\n\n{escape(f.advice)}", title=KIND_WORDS.get(f.kind, f.kind),
+                            border_style=style))  # fmt: skip
     tag = " — EMULATED" if emulated else ""
     return Group(Panel(head, title=f"latencykit doctor — {url}{tag}"), *panels)
 

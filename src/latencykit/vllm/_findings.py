@@ -28,6 +28,7 @@ from ..core._record import CallRecord
 from . import _advice
 from ._kv import KVSnapshot, kv_snapshots
 from ._window import MetricsWindow
+from ._words import KIND_WORDS, engine_name, evidence_text
 
 __all__ = ["Diagnosis", "Finding", "SlotQueue", "Thresholds", "diagnose", "slot_queue", "KINDS"]
 
@@ -95,8 +96,13 @@ class Finding:
     advice: str
 
     def __str__(self) -> str:
-        numbers = ", ".join(f"{k}={_fmt(v)}" for k, v in self.evidence.items() if v is not None)
-        return f"[{self.kind}] {self.title} ({numbers})\n  -> {self.advice}"
+        return self.text()
+
+    def text(self, server: Optional[str] = None) -> str:
+        """The finding in words (its kind, title, evidence and advice; ``server`` names the engine that does
+        not expose a figure); `Diagnosis.to_dict` keeps the keys."""
+        numbers = evidence_text(self.evidence, server)
+        return f"[{KIND_WORDS.get(self.kind, self.kind)}] {self.title} ({numbers})\n  -> {self.advice}"
 
 
 @dataclass(frozen=True)
@@ -120,18 +126,12 @@ class Diagnosis:
         return self.kinds == ("healthy",)
 
     def __str__(self) -> str:
-        return "\n".join(str(f) for f in self.findings)
+        return "\n".join(f.text(self.window.get("server")) for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly: ``findings`` (kind, title, evidence, advice), ``window``, ``client``."""
         findings = [{"kind": f.kind, "title": f.title, "evidence": dict(f.evidence), "advice": f.advice} for f in self.findings]
         return {"findings": findings, "window": dict(self.window), "client": dict(self.client)}
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -297,7 +297,7 @@ def _queue_pressure(ev: Evidence) -> Optional[Finding]:
     elif w.exposes("kv_cache_usage"):
         title = "Requests queue (this page holds no KV-cache usage to tell memory from compute)"
     else:
-        title = f"Requests queue ({w.server} exposes no KV-cache usage to tell memory from compute)"
+        title = f"Requests queue ({engine_name(w.server)} exposes no KV-cache usage to tell memory from compute)"
     return Finding(
         "queue_pressure",
         title,
