@@ -39,7 +39,7 @@ class Block(NamedTuple):
     segment: str
     """``"tools"``, ``"system"`` or ``"message k"``."""
     path: tuple[Any, ...]
-    """Where it lives: ``("tools", i)``, ``("system",)``, ``("system", j)``, ``("messages", m)``, ``("messages", m, b)``, ``("instructions",)``, ``("input",)``, ``("input", m)``."""
+    """Where it lives: ``("tools", i)``, ``("system",)``, ``("system", j)``, ``("messages", m)``, ``("messages", m, b)``, ``("instructions",)``, ``("input",)``, ``("input", m)``, ``("input", m, j)``, ``("input", m, "output", j)``."""
     digest: bytes
     """Keyed digest of this block alone (role and position included, ``cache_control`` excluded)."""
     prefix_tokens: int
@@ -87,11 +87,12 @@ class Shape:
     messages: int
     """Number of messages (input items): more than one means a multi-turn conversation."""
     top_level: Optional[str] = None
-    """TTL of a top-level automatic ``cache_control`` (``"5m"`` / ``"1h"``), ``None`` if absent."""
+    """TTL of a top-level automatic ``cache_control`` (``"5m"`` / ``"1h"``), ``None`` if absent; OpenAI
+    part by part (GPT-5.6+): the request-level TTL (``"30m"`` / ``"12h"``)."""
     context: bytes = b""
     """Digest of settings that invalidate the messages tier (``tool_choice``, ``thinking``)."""
     markers: tuple[tuple[int, str], ...] = ()
-    """The caller's ``(block index, ttl)`` markers, top-level one excluded."""
+    """The caller's ``(block index, ttl)`` markers, top-level one excluded (OpenAI breakpoints: ttl ``""`` inherits)."""
     _fp: Fingerprinter = field(default_factory=lambda: Fingerprinter(b"-"), repr=False, compare=False)
     _digests: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
     """Set by `parse`; not an init field, so ``dataclasses.replace`` never carries stale digests."""
@@ -277,7 +278,7 @@ def resolve(api: str, request: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
     if len(path) == 1 or path[0] not in ("messages", "input"):
         return value if len(path) == 1 else value[path[1]]
     item = value[path[1]]
-    if api != "messages":
+    if api != "messages" and len(path) == 2:
         return item
-    content = get(item, "content")
-    return content if len(path) == 2 else content[path[2]]
+    content = get(item, path[2] if len(path) == 4 else "content")  # ("input", m, "output", j): a tool output's part
+    return content if len(path) == 2 else content[path[-1]]

@@ -87,7 +87,7 @@ class BreakpointPlanner:
             if message is not None:
                 wanted.append(message)
                 cached = max(filter(message.__gt__, ctx.written), default=None)  # in C: written holds every live prefix
-                if cached is not None and message - cached >= self.lookback:
+                if cached is not None and message - cached >= self.lookback and shape.api == "messages":  # OpenAI: no look-back limit
                     step = _last_markable(shape, range(cached + 1, cached + self.lookback))
                     if step is not None:
                         wanted.append(step)
@@ -131,8 +131,11 @@ def _last_markable(shape: Shape, indices: Sequence[int]) -> Optional[int]:
     return None
 
 
-def plan_markers(shape: Shape, wanted: Sequence[int]) -> MarkerPlan:
-    """Fit the strategy's wishes into the marker budget; never more than 4 in all."""
+def plan_markers(shape: Shape, wanted: Sequence[int], ttl: Optional[str] = None) -> MarkerPlan:
+    """Fit the strategy's wishes into the marker budget; never more than 4 in all.
+
+    ``ttl="1h"``: the markers latencykit adds are ``1h`` wherever no ``5m`` marker comes before them.
+    """
     caller = dict(shape.markers)
     top: Optional[int] = None
     if shape.top_level is not None:
@@ -159,6 +162,10 @@ def plan_markers(shape: Shape, wanted: Sequence[int]) -> MarkerPlan:
         added = tuple([(i, "1h" if i < last_1h else None) for i in chosen])
     else:
         added = tuple([(i, None) for i in chosen])
+    if ttl == "1h":
+        fives = [i for i, t in caller.items() if t == "5m"] + ([top] if top is not None and shape.top_level == "5m" else [])
+        first_5m = min(fives, default=len(shape.blocks))
+        added = tuple([(i, "1h" if i < first_5m else t) for i, t in added])
     every: dict[int, str] = dict(caller)
     if top is not None and shape.top_level is not None:
         every.setdefault(top, shape.top_level)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Union
 
-from ._cache_facts import OPENAI_TTL_SECONDS, TTL_SECONDS
+from ._cache_facts import OPENAI_BREAKPOINT_TTLS, OPENAI_TTL_SECONDS, TTL_SECONDS
 from ._segments import CHUNK_CHARS, SegmentPrint, Shape, common_prefix, message_segments
 
 if TYPE_CHECKING:
@@ -297,9 +297,10 @@ def _edit(prints: Prints, old: tuple[bytes, ...], new: tuple[bytes, ...]) -> boo
 
 
 def _lifetime(shape: Shape, seg: SegmentPrint) -> float:
-    """Seconds a cache entry ending at ``seg`` lives: 1h under a later caller's (or top-level) 1h marker."""
+    """Seconds a cache entry ending at ``seg`` lives: 1h under a later caller's (or top-level) 1h marker;
+    OpenAI: the request's breakpoint TTL (GPT-5.6+, `Shape.top_level`), else the in-memory retention."""
     if shape.api != "messages":
-        return OPENAI_TTL_SECONDS
+        return OPENAI_BREAKPOINT_TTLS.get(shape.top_level or "", OPENAI_TTL_SECONDS)
     if shape.top_level == "1h":
         return _LIFETIME_1H
     if shape.markers:

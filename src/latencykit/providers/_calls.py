@@ -153,6 +153,8 @@ def prepare(client: Any, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, An
     if planner is None:
         return kwargs, None
     try:
+        if getattr(planner, "takes_url", False):  # a CachePolicy: it remembers servers that reject OpenAI breakpoints
+            return planner(api, kwargs, url=client.base_url)  # type: ignore[call-arg]
         return planner(api, kwargs)
     except Exception:
         logger.debug("latencykit: request planning failed; sending the request as given", exc_info=True)

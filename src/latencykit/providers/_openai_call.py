@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
+from ._caching_openai import REJECTED, BreakpointFinish, awith_fallback, with_fallback
 from ._calls import ONCE, Finish, apassthrough, attempts, begin, given, helper_method, passthrough, prepare, sdk_client
 from ._engine import Accumulator, acomplete_retrying, aopen_stream_retrying, complete_retrying, open_stream_retrying
 from ._managers import finalize_on_close
@@ -90,6 +91,8 @@ def create_call(api: OpenAIApi, resource: Any, base: Callable[..., Any], kwargs:
     tap = api.tap(begin_call(client, api.name, method, kwargs, finish=finish), caller_streams and not wanted_usage)
     target = api.target(sdk_client(client))
     send = lambda: base(target, **request)  # noqa: E731
+    if isinstance(finish, BreakpointFinish):  # a server that rejects OpenAI breakpoints gets the request as written
+        send = with_fallback(send, lambda: base(target, **finish.fallback(request)), _on_reject(client, finish, tap))
     policy = client._lk.retry
     if caller_streams:
         if policy is None:
@@ -111,12 +114,26 @@ async def acreate_call(api: OpenAIApi, resource: Any, base: Callable[..., Awaita
     tap = api.tap(begin_call(client, api.name, method, kwargs, finish=finish), caller_streams and not wanted_usage)
     target = api.target(sdk_client(client))
     send = lambda: base(target, **request)  # noqa: E731
+    if isinstance(finish, BreakpointFinish):
+        send = awith_fallback(send, lambda: base(target, **finish.fallback(request)), _on_reject(client, finish, tap))
     policy = client._lk.retry
     if caller_streams:
         if policy is None:
             return await aopen_stream(tap, send)
         return await aopen_stream_retrying(tap, send, policy, attempts(client))
     return await acomplete_retrying(tap, send, policy or ONCE, attempts(client), lambda: api.accumulator(kwargs))
+
+
+def _on_reject(client: Any, finish: BreakpointFinish, tap: Tap) -> Callable[[], None]:
+    """What a rejection of the breakpoint fields does: the policy remembers the server; the record says so."""
+
+    def on_reject() -> None:
+        planner = client._lk.planner
+        if planner is not None and hasattr(planner, "reject"):
+            planner.reject(finish.url)
+        tap.timer.record.extra[REJECTED] = True
+
+    return on_reject
 
 
 def enter_helper(enter: Callable[[], Any]) -> Any:
