@@ -174,6 +174,15 @@ def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position
     return None
 
 
+def _add_tails(dynamic: dict[str, int], tails: list[Optional[Position]], shape: Shape) -> None:
+    """Add the learned boundary in the messages (the later of the last two observations) to ``dynamic``."""
+    if tails:
+        where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
+        messages = shape.message_segments
+        if where is not None and where[0] < len(messages):
+            dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
+
+
 def _later(a: Optional[Position], b: Optional[Position]) -> Optional[Position]:
     if a is None or b is None:
         return None
@@ -388,12 +397,19 @@ class Families:
             if skip:
                 dynamic.update(skip)
             tails = state.tails
-        if tails:
-            where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
-            messages = shape.message_segments
-            if where is not None and where[0] < len(messages):
-                dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
+        _add_tails(dynamic, tails, shape)
         return Learned(change, dynamic, newly, previous, unprinted)
+
+    def learned(self, shape: Shape) -> dict[str, int]:
+        """What ``shape``'s family has learned to change from call to call, without observing ``shape``
+        (a cache pre-warm plans with it and teaches nothing)."""
+        with self._lock:
+            state = self._states.get(shape.family)
+            if state is None:
+                return {}
+            dynamic, tails = dict(state.dynamic), state.tails
+        _add_tails(dynamic, tails, shape)
+        return dynamic
 
     def _rotate(
         self, state: FamilyState, shape: Shape, name: str, change: Optional[Change], now: float

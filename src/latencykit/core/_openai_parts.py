@@ -101,7 +101,8 @@ def add_openai_items(b: Builder, api: str, items: Sequence[Any], key: str, singl
             extra = _extras(b, item)
             deep = () if is_message else ("output",)
             for j, part in enumerate(content):
-                tag = ("m", m, role, j, extra) if j == 0 and extra else ("m", m, role, j)
+                # part 0 is tagged as a string content would be: the one text part standing for a string is the same prompt
+                tag = ("m", m, role, j) if j else ("m", m, role, extra) if extra else ("m", m, role)
                 info = add(name, (key, m, *deep, j), part, tag, role_ok and markable_part(api, part))
                 ttl = breakpoint_ttl(part)
                 if ttl is not None:

@@ -20,6 +20,7 @@ PER_MESSAGE_TOKENS = 4
 PER_REQUEST_TOKENS = 3
 _FLAT_TYPES = frozenset({"image", "image_url", "input_image", "document", "input_file"})
 MARKER_KEYS = frozenset({"cache_control", "prompt_cache_breakpoint"})
+_TEXT_TYPES = frozenset({"text", "input_text"})
 """Keys of a block that mark it for the prompt cache without changing the prompt (Anthropic, OpenAI)."""
 
 
@@ -33,7 +34,7 @@ def canonical(value: Any) -> str:
         return value
     if isinstance(value, Mapping):
         rest = {k: v for k, v in value.items() if k not in MARKER_KEYS}
-        if rest.get("type") == "text" and isinstance(rest.get("text"), str) and set(rest) <= {"type", "text"}:
+        if rest.get("type") in _TEXT_TYPES and isinstance(rest.get("text"), str) and set(rest) <= {"type", "text"}:
             return str(rest["text"])
         return json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)

@@ -185,7 +185,8 @@ class CachePolicy:
                 writer = writers.pop(read_at, None)
                 if writer is not None and writer is not rec:
                     writer.extra["cache_write_read_back"] = True
-            if (rec.cache_write_tokens or 0) > 0:
+            if (rec.cache_write_tokens or 0) > 0 and fresh:
+                rec.extra.setdefault("cache_write_read_back", False)
                 for prefix in fresh:
                     writers[prefix] = rec
                     writers.move_to_end(prefix)

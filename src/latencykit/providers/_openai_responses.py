@@ -13,6 +13,7 @@ from typing import Any, Optional
 import openai
 from openai.resources.responses import AsyncResponses, Responses
 
+from ..core._diagnosis import read_openai_diagnostics
 from ..core._errors import EndedEarly, PartialOutput
 from ..core._record import CallRecord
 from ..core._timing import CallTimer
@@ -119,6 +120,7 @@ def on_response(rec: CallRecord, response: Any) -> None:
     rec.response_model = getattr(response, "model", None)
     rec.response_id = getattr(response, "id", None)
     apply_openai_responses_usage(rec, getattr(response, "usage", None))
+    read_openai_diagnostics(rec, response)
     status = getattr(response, "status", None)
     details = getattr(response, "incomplete_details", None)
     reason = getattr(details, "reason", None) if details is not None else None
