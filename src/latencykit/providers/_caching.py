@@ -278,22 +278,21 @@ class CachePolicy:
 
         return sent, finish, max(eligible, default=-1)
 
-    def derived_key(self, shape: Shape, dynamic: Mapping[str, int], messages: bool = True) -> Optional[str]:
+    def derived_key(self, shape: Shape, dynamic: Mapping[str, int]) -> Optional[str]:
         """``lk-`` + a keyed digest of the model and the static prefix, or ``None``.
 
         The static prefix is the tools and the system prompt (unless learned dynamic) and,
         once learned, the messages before the first one that changes from call to call
         (few-shot examples); a growing conversation's messages are left out, so its key
-        stays the same turn after turn. ``messages=False`` (breakpoints place the message
-        boundary exactly): tools and system only, so the key never changes once learned.
+        stays the same turn after turn.
         """
         if "tools" in dynamic:
             return None
         parts: list[Any] = [shape.model]
-        learned = messages and any(n.startswith("message") for n in dynamic)
+        learned = any(n.startswith("message") for n in dynamic)
         for seg in shape.segments[1:]:
             if seg.name in dynamic:
-                if learned and seg.name.startswith("message") and dynamic[seg.name] > 0:
+                if seg.name.startswith("message") and dynamic[seg.name] > 0:
                     parts.append(seg.blocks[: dynamic[seg.name]])
                 break
             if seg.name.startswith("message") and not learned:

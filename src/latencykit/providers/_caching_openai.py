@@ -4,7 +4,7 @@
 (by default `BreakpointPlanner`, the same static/dynamic boundaries as on Anthropic) chooses
 parts to mark, plus the furthest prefix the ledger believes cached (so a conversation reads
 what its previous call wrote); `plan_breakpoints` fits them in OpenAI's budget; the request
-keeps its derived ``prompt_cache_key``; on Responses, ``CachePolicy(ttl="12h")`` sets
+gets a ``prompt_cache_key`` per prompt family (`family_key`) when the caller set none; on Responses, ``CachePolicy(ttl="12h")`` sets
 ``prompt_cache_options.ttl`` and ``CachePolicy(diagnose=True)`` asks for the server's
 verdict against the family's previous response (``comparison_response_id``).
 
@@ -72,15 +72,22 @@ class BreakpointFinish:
 def plan_breakpoint_call(
     policy: CachePolicy, shape: Shape, kwargs: dict[str, Any], learned: Learned, now: float, url: str
 ) -> tuple[dict[str, Any], BreakpointFinish, int]:
-    """Plan one GPT-5.6+ call: ``(kwargs to send, finish hook, furthest explicit breakpoint written)``."""
+    """Plan one GPT-5.6+ call: ``(kwargs to send, finish hook, furthest explicit breakpoint written)``.
+
+    A Responses call that continues a server-side conversation (``previous_response_id``,
+    ``conversation``) has a prefix this process cannot see: it is sent as given (OpenAI's
+    implicit breakpoint caches the conversation) and judged by what the server reports.
+    """
+    if shape.api == "responses" and (given(kwargs.get("previous_response_id")) or given(kwargs.get("conversation"))):
+        unknown = Expectation(0, -1, None, None, True, OPENAI_MIN_TOKENS)
+        return kwargs, BreakpointFinish(lambda rec: policy._verify(rec, unknown, implicit=False), {}, url), -1
     options = request_options(kwargs)
     explicit_mode = options.get("mode") == "explicit"
     key = kwargs.get("prompt_cache_key")
     sent = kwargs
     if not given(key) and shape.prompt_tokens >= OPENAI_MIN_TOKENS and policy.derive_key:
-        key = policy.derived_key(shape, learned.dynamic, messages=False)
-        if key is not None:
-            sent = {**kwargs, "prompt_cache_key": key}
+        key = family_key(policy, shape)
+        sent = {**kwargs, "prompt_cache_key": key}
     prefixes = shape.prefixes(key if isinstance(key, str) else "")
     states = policy.ledger.states(prefixes, now)
     wanted: list[int] = []
@@ -130,6 +137,22 @@ def plan_breakpoint_call(
 
     furthest = max((p for p, _ in plan.written if p != plan.implicit and blocks[p].prefix_tokens >= OPENAI_MIN_TOKENS), default=-1)
     return sent, BreakpointFinish(verify, restore, url), furthest
+
+
+def family_key(policy: CachePolicy, shape: Shape) -> str:
+    """``lk-`` + a keyed digest of the model and the prompt family (tool names, system layout).
+
+    With breakpoints the cache matches exact prefixes whatever the key, so the key only routes:
+    one per family keeps a family's calls together, and stays the same when a tool or the system
+    prompt is edited — the server's diagnosis then names the change (``tools_changed``,
+    ``input_changed``), not ``prompt_cache_key_changed``.
+    """
+    memo = policy._fp._links
+    found: Optional[str] = memo.get(("family key", shape.model, shape.family))
+    if found is None:
+        found = "lk-" + policy._fp.digest(b"family key", shape.model.encode(), shape.family, size=12).hex()
+        memo.put(("family key", shape.model, shape.family), found)
+    return found
 
 
 def rejects(exc: BaseException) -> bool:
