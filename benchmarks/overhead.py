@@ -178,6 +178,26 @@ def _size_call(client: Any, api: str, scale: float, clock: _SendClock, before: l
     return call
 
 
+def _measure(
+    clients: tuple[Any, Any, Any], clocks: list[_SendClock], api: str, scale: float, rounds: int, calls: int, model: str = "gpt-5-mini"
+) -> tuple[float, float, float, float, float]:
+    """Raw SDK, latencykit and raw again on the agent prompt, interleaved: ``(raw s, lk s, ratio, added before send s, A/A)``."""
+    before: list[list[float]] = [[], [], []]
+    fns = [_size_call(c, api, scale, clocks[k], before[k], model) for k, c in enumerate(clients)]
+    for fn in fns * 3:
+        fn()
+    for kept in before:
+        kept.clear()
+    samples: list[list[float]] = [[], [], []]
+    _freeze_heap()
+    for order in _orders(3, rounds):
+        for k in order:
+            samples[k].append(_cpu_per_call(fns[k], calls))
+    r, l = (statistics.median(x) for x in samples[:2])
+    added = statistics.median(before[1]) - statistics.median(before[0])
+    return r, l, _paired(samples[1], samples[0]), added, _paired(samples[2], samples[0])
+
+
 def size_axis(base: str, rounds: int, calls: int) -> None:
     """Client CPU and pre-send time by prompt size, raw SDK vs latencykit (cache planner on)."""
     import httpx2
@@ -201,20 +221,7 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
                 raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[0])
                 lkc = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[1],
                                 recorder=lk.Recorder(max_calls=100))  # fmt: skip
-            before: list[list[float]] = [[], [], []]
-            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc, again))]
-            for fn in fns * 3:
-                fn()
-            before = [[], [], []]
-            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc, again))]
-            samples: list[list[float]] = [[], [], []]
-            _freeze_heap()
-            for order in _orders(3, rounds):
-                for k in order:
-                    samples[k].append(_cpu_per_call(fns[k], calls))
-            r, l = (statistics.median(x) for x in samples[:2])
-            ratio, aa = _paired(samples[1], samples[0]), _paired(samples[2], samples[0])
-            added = statistics.median(before[1]) - statistics.median(before[0])
+            r, l, ratio, added, aa = _measure((raw, lkc, again), clocks, api, scale, rounds, calls)
             tokens = lkc._lk.recorder.last.input_tokens if lkc._lk.recorder.last else None
             name = f"{provider} (~{tokens} input tokens)" if tokens else provider
             print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f} {aa:6.3f}")
@@ -239,20 +246,7 @@ def breakpoint_axis(base: str, rounds: int, calls: int) -> None:
             raw: Any = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[0])
             lkc: Any = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[1], recorder=lk.Recorder(max_calls=100))
             again: Any = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[2])
-            before: list[list[float]] = [[], [], []]
-            fns = [_size_call(c, api, 1.0, clocks[k], before[k], model) for k, c in enumerate((raw, lkc, again))]
-            for fn in fns * 3:
-                fn()
-            before = [[], [], []]
-            fns = [_size_call(c, api, 1.0, clocks[k], before[k], model) for k, c in enumerate((raw, lkc, again))]
-            samples: list[list[float]] = [[], [], []]
-            _freeze_heap()
-            for order in _orders(3, rounds):
-                for k in order:
-                    samples[k].append(_cpu_per_call(fns[k], calls))
-            r, l = (statistics.median(x) for x in samples[:2])
-            ratio, aa = _paired(samples[1], samples[0]), _paired(samples[2], samples[0])
-            added = statistics.median(before[1]) - statistics.median(before[0])
+            r, l, ratio, added, aa = _measure((raw, lkc, again), clocks, api, 1.0, rounds, calls, model)
             last = lkc._lk.recorder.last
             name = f"{api} {model} (~{last.input_tokens if last else '?'} in, {last.cache_verdict if last else '?'})"
             print(f"{name:40} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f} {aa:6.3f}")

@@ -252,3 +252,15 @@ def test_prewarm_of_an_older_model_or_a_plain_recorder(cemu: Emulator) -> None:
         lk.Recorder().prewarm(model="gpt-5.6")
     with pytest.raises(ValueError, match="ttl must be"):
         lk.CachePolicy(ttl="1d")
+
+
+def test_a_rejected_call_sent_as_a_whole_is_resent_too(cemu: Emulator) -> None:
+    """``responses.parse`` (sent unstreamed) to a server that rejects the fields: resent as written, one record."""
+    request = shape_requests("agent", "responses", 1)[0]
+    with RejectingServer(cemu.base_url) as srv:
+        with lk.OpenAI(base_url=srv.base_url + "/v1", api_key="x") as c:
+            parsed = c.responses.parse(**request)
+            records = c.latency.calls
+        assert (srv.rejected, srv.forwarded) == (1, 1)
+    assert parsed.status == "completed" and len(records) == 1
+    assert records[0].method == "parse" and records[0].extra["prompt_cache_breakpoints_rejected"] is True

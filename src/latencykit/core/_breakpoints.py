@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from ._cache_facts import LOOKBACK_BLOCKS, MAX_MARKERS
 from ._segments import SegmentPrint, Shape
 
-__all__ = ["BreakpointPlanner", "MarkerPlan", "PlanContext", "Strategy", "apply_markers", "plan_markers"]
+__all__ = ["BreakpointPlanner", "MarkerPlan", "PathCopier", "PlanContext", "Strategy", "apply_markers", "plan_markers"]
 
 
 @dataclass(frozen=True)
@@ -181,16 +181,7 @@ def apply_markers(request: Mapping[str, Any], shape: Shape, added: Sequence[tupl
     or message content becomes one text block carrying the marker (the same prompt).
     """
     out = dict(request)
-    copied: set[tuple[Any, ...]] = set()
-
-    def own(container_path: tuple[Any, ...], parent: Any, key: Any) -> Any:
-        value = parent[key]
-        if container_path not in copied:
-            value = list(value) if isinstance(value, (list, tuple)) else dict(_plain(value))
-            parent[key] = value
-            copied.add(container_path)
-        return value
-
+    own = PathCopier()
     for index, ttl in added:
         cc: dict[str, Any] = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
         path: tuple[Any, ...] = shape.blocks[index].path
@@ -210,6 +201,22 @@ def apply_markers(request: Mapping[str, Any], shape: Shape, added: Sequence[tupl
         block["cache_control"] = cc
         parent[path[-1]] = block
     return out
+
+
+class PathCopier:
+    """``own(path, parent, key)``: ``parent[key]`` copied (a list, or a dict of an SDK model's dump) the
+    first time ``path`` is asked for, so an edit copies only the containers on its path, each once."""
+
+    def __init__(self) -> None:
+        self.copied: set[tuple[Any, ...]] = set()
+
+    def __call__(self, path: tuple[Any, ...], parent: Any, key: Any) -> Any:
+        value = parent[key]
+        if path not in self.copied:
+            value = list(value) if isinstance(value, (list, tuple)) else dict(_plain(value))
+            parent[key] = value
+            self.copied.add(path)
+        return value
 
 
 def _plain(value: Any) -> Mapping[str, Any]:

@@ -14,10 +14,10 @@ the one text part it stands for).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Optional
 
+from ._breakpoints import PathCopier, _plain
 from ._cache_facts import OPENAI_DEFAULT_TTL, OPENAI_MAX_BREAKPOINTS
 from ._openai_parts import BREAKPOINT_KEY
 from ._segments import Shape
@@ -93,16 +93,8 @@ def apply_breakpoints(request: Mapping[str, Any], shape: Shape, added: Sequence[
     it stands for (``text`` on Chat, ``input_text`` on Responses), carrying the breakpoint.
     """
     out = dict(request)
-    copied: set[tuple[Any, ...]] = set()
+    own = PathCopier()
     text_type = "text" if shape.api == "chat.completions" else "input_text"
-
-    def own(path: tuple[Any, ...], parent: Any, key: Any) -> Any:
-        value = parent[key]
-        if path not in copied:
-            value = list(value) if isinstance(value, (list, tuple)) else dict(_plain(value))
-            parent[key] = value
-            copied.add(path)
-        return value
 
     for index, ttl in added:
         bp: dict[str, Any] = {"mode": "explicit"} if ttl is None else {"mode": "explicit", "ttl": ttl}
@@ -115,7 +107,7 @@ def apply_breakpoints(request: Mapping[str, Any], shape: Shape, added: Sequence[
         if len(path) == 2:
             field = "content" if "content" in item else "output"
             item[field] = [{"type": text_type, "text": item[field], BREAKPOINT_KEY: bp}]
-            copied.add(path[:2] + (field,))
+            own.copied.add(path[:2] + (field,))
             continue
         field = path[2] if len(path) == 4 else "content"
         parts = own(path[:2] + (field,), item, field)
@@ -124,12 +116,3 @@ def apply_breakpoints(request: Mapping[str, Any], shape: Shape, added: Sequence[
         parts[path[-1]] = part
     return out
 
-
-def _plain(value: Any) -> Mapping[str, Any]:
-    if isinstance(value, Mapping):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        result: Mapping[str, Any] = dump(mode="json", exclude_none=True)
-        return result
-    return copy.deepcopy(value)  # pragma: no cover - parse() rejects other shapes

@@ -20,7 +20,9 @@ from ..core._timing import CallTimer
 from ..core._usage import apply_openai_responses_usage
 from ._calls import apassthrough, passthrough, prepare, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
-from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, begin_call, create_call, enter_helper
+from ._openai_call import (
+    OpenAIApi, acreate_call, aenter_helper, aguarded, as_helper, begin_call, create_call, enter_helper, guarded,
+)  # fmt: skip
 from ._tap import Tap
 
 __all__ = ["ResponsesTap", "ResponseAccumulator", "RESPONSES", "ObservedResponses", "AsyncObservedResponses", "on_response"]
@@ -189,7 +191,7 @@ class ObservedResponses(Responses):
             return super().parse(**kwargs)
         kwargs, finish = prepare(self._client, "responses", kwargs)
         timer = begin_call(self._client, "responses", "parse", kwargs, PARSE_NOT_STREAMED, finish)
-        return passthrough(timer, lambda: super(ObservedResponses, self).parse(**kwargs), on_response)
+        return passthrough(timer, guarded(self._client, finish, timer, super().parse, kwargs), on_response)
 
 
 class AsyncObservedResponses(AsyncResponses):
@@ -208,4 +210,4 @@ class AsyncObservedResponses(AsyncResponses):
             return await super().parse(**kwargs)
         kwargs, finish = prepare(self._client, "responses", kwargs)
         timer = begin_call(self._client, "responses", "parse", kwargs, PARSE_NOT_STREAMED, finish)
-        return await apassthrough(timer, lambda: super(AsyncObservedResponses, self).parse(**kwargs), on_response)
+        return await apassthrough(timer, aguarded(self._client, finish, timer, super().parse, kwargs), on_response)
