@@ -95,10 +95,10 @@ def test_the_latest_explicit_breakpoints_are_written(raw: openai.OpenAI) -> None
 def test_12h_writes_are_split_out_and_outlive_30m(cemu: Emulator, raw: openai.OpenAI) -> None:
     """``ttl: 12h`` (per breakpoint or request) is reported in ``cache_write_tokens_details`` and survives 31 minutes."""
     system = {"role": "developer", "content": [part(agent_system(), {"mode": "explicit", "ttl": "12h"})]}
-    usage = respond(raw, input=[system, {"role": "user", "content": "Q1"}]).usage.input_tokens_details
-    assert usage.cache_write_tokens_details is not None
-    assert usage.cache_write_tokens_details.ttl_12h_tokens > 2000
-    assert usage.cache_write_tokens_details.ttl_12h_tokens + usage.cache_write_tokens_details.ttl_30m_tokens == usage.cache_write_tokens
+    usage = respond(raw, input=[system, {"role": "user", "content": "Q1"}]).usage.model_dump()["input_tokens_details"]
+    by_ttl = usage["cache_write_tokens_details"]  # read as data: SDKs before 3.60 do not model it
+    assert by_ttl["ttl_12h_tokens"] > 2000
+    assert by_ttl["ttl_12h_tokens"] + by_ttl["ttl_30m_tokens"] == usage["cache_write_tokens"]
     cemu.cache.advance(31 * 60)  # type: ignore[attr-defined]
     later = respond(raw, input=[system, {"role": "user", "content": "Q2"}]).usage.input_tokens_details
     assert later.cached_tokens > 2000
@@ -120,15 +120,17 @@ def test_diagnostics_against_a_comparison_response(raw: openai.OpenAI) -> None:
     system = {"role": "developer", "content": [part(agent_system(), BP)]}
     base = respond(raw, tools=tools, input=[system, {"role": "user", "content": "Q1"}])
     options = {"comparison_response_id": base.id}
-    hit = respond(raw, tools=tools, input=[system, {"role": "user", "content": "Q2"}], extra_body={"prompt_cache_options": options})
-    assert hit.prompt_cache_diagnostics is not None and hit.prompt_cache_diagnostics.type == "cache_hit"
-    assert hit.prompt_cache_options is not None and hit.prompt_cache_options.comparison_response_id == base.id
-    changed = [{**tools[0], "description": "Other."}]
-    miss = respond(raw, tools=changed, input=[system, {"role": "user", "content": "Q3"}], extra_body={"prompt_cache_options": options})
-    assert miss.prompt_cache_diagnostics is not None and miss.prompt_cache_diagnostics.type == "cache_miss"
-    assert miss.prompt_cache_diagnostics.reason == "tools_changed" and miss.prompt_cache_diagnostics.cache_missed_tokens > 2000
-    other = {"role": "developer", "content": [part(agent_system("Other. "), BP)]}
-    edit = respond(raw, tools=tools, input=[other, {"role": "user", "content": "Q4"}], extra_body={"prompt_cache_options": options})
-    assert edit.prompt_cache_diagnostics is not None and getattr(edit.prompt_cache_diagnostics, "reason", None) == "input_changed"
-    lost = respond(raw, input="hi", extra_body={"prompt_cache_options": {"comparison_response_id": "resp_unknown"}})
-    assert lost.prompt_cache_diagnostics is not None and lost.prompt_cache_diagnostics.type == "comparison_response_not_found"
+
+    def diagnosis(tools: Any, first: Any, question: str, options: Any = options) -> Any:
+        body = respond(raw, tools=tools, input=[first, {"role": "user", "content": question}], extra_body={"prompt_cache_options": options})
+        return body.model_dump()  # read as data: SDKs before 3.60 do not model the diagnostics
+
+    hit = diagnosis(tools, system, "Q2")
+    assert hit["prompt_cache_diagnostics"] == {"type": "cache_hit"}
+    assert hit["prompt_cache_options"]["comparison_response_id"] == base.id
+    miss = diagnosis([{**tools[0], "description": "Other."}], system, "Q3")["prompt_cache_diagnostics"]
+    assert (miss["type"], miss["reason"]) == ("cache_miss", "tools_changed") and miss["cache_missed_tokens"] > 2000
+    edit = diagnosis(tools, {"role": "developer", "content": [part(agent_system("Other. "), BP)]}, "Q4")["prompt_cache_diagnostics"]
+    assert (edit["type"], edit["reason"]) == ("cache_miss", "input_changed")
+    lost = diagnosis(None, system, "Q5", {"comparison_response_id": "resp_unknown"})["prompt_cache_diagnostics"]
+    assert lost == {"type": "comparison_response_not_found"}
