@@ -264,3 +264,21 @@ def test_a_rejected_call_sent_as_a_whole_is_resent_too(cemu: Emulator) -> None:
         assert (srv.rejected, srv.forwarded) == (1, 1)
     assert parsed.status == "completed" and len(records) == 1
     assert records[0].method == "parse" and records[0].extra["prompt_cache_breakpoints_rejected"] is True
+
+
+def test_ttl_1h_on_anthropic_marks_latencykits_markers_1h(cemu: Emulator) -> None:
+    """``CachePolicy(ttl="1h")`` on Anthropic: latencykit's markers carry ``ttl: 1h`` (none after a caller's 5m marker),
+    written as 1-hour entries; the report prices them 2×."""
+    from _cache_shapes import MODEL, agent_tools
+
+    request = {"model": MODEL, "max_tokens": 8, "tools": agent_tools(), "system": agent_system(),
+               "messages": [{"role": "user", "content": "What changed?"}]}  # fmt: skip
+    with lk.Anthropic(base_url=cemu.base_url, api_key="x", cache=lk.CachePolicy(ttl="1h")) as c:
+        c.messages.create(**request)
+        rec = c.latency.last
+        report = c.latency.cache_report()
+    sent = cemu.requests[-1].body
+    assert sent["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert sent["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert rec is not None and rec.extra["cache_write_1h_tokens"] == rec.cache_write_tokens
+    assert report.write_premium_tokens == pytest.approx(1.0 * (rec.cache_write_tokens or 0))
