@@ -266,19 +266,25 @@ def frozen(cls: type[T], **values: Any) -> T:
 def texts(api: str, request: Mapping[str, Any], shape: Shape) -> Callable[[int], str]:
     """``text(i)``: the canonical text of block ``i`` of ``shape`` (parsed from ``request``)."""
 
+    parts = api != "messages" and shape.top_level is not None  # OpenAI part by part (GPT-5.6+)
+
     def text(i: int) -> str:
-        return canonical(dump(resolve(api, request, shape.blocks[i].path)))
+        return canonical(dump(resolve(api, request, shape.blocks[i].path, parts)))
 
     return text
 
 
-def resolve(api: str, request: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
-    """The raw block of ``request`` at a `Block.path` (a string, a mapping or an SDK model)."""
+def resolve(api: str, request: Mapping[str, Any], path: tuple[Any, ...], parts: bool = False) -> Any:
+    """The raw block of ``request`` at a `Block.path` (a string, a mapping or an SDK model);
+    ``parts``: an OpenAI request taken apart part by part, where ``(key, m)`` is a string content."""
     value: Any = request.get(path[0])
     if len(path) == 1 or path[0] not in ("messages", "input"):
         return value if len(path) == 1 else value[path[1]]
     item = value[path[1]]
     if api != "messages" and len(path) == 2:
+        if parts:
+            text = get(item, "content") if get(item, "content") is not None else get(item, "output")
+            return text if isinstance(text, str) and text else item
         return item
     content = get(item, path[2] if len(path) == 4 else "content")  # ("input", m, "output", j): a tool output's part
     return content if len(path) == 2 else content[path[-1]]
