@@ -20,9 +20,8 @@ from ..core._timing import CallTimer
 from ..core._usage import apply_openai_responses_usage
 from ._calls import apassthrough, passthrough, prepare, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
-from ._openai_call import (
-    OpenAIApi, acreate_call, aenter_helper, aguarded, as_helper, begin_call, create_call, enter_helper, guarded,
-)  # fmt: skip
+from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, begin_call, create_call, enter_helper
+from ._openai_call import aguarded, guarded
 from ._tap import Tap
 
 __all__ = ["ResponsesTap", "ResponseAccumulator", "RESPONSES", "ObservedResponses", "AsyncObservedResponses", "on_response"]
