@@ -29,7 +29,8 @@ A second table runs the OpenAI GPT-5.6 shapes (``tests/_openai_cache_shapes.py``
 three system prompts in turn, RAG, few-shot, a two-part system prompt, a growing conversation)
 on Chat Completions and Responses, where the cache is read only at ``prompt_cache_breakpoint``s
 (the oracle places them by hand with hindsight; ``off`` leaves OpenAI's implicit breakpoint at
-the end of the prompt alone), judged from the 5th call, with the tokens written and the input
+the end of the prompt alone), judged from the second sight of the family's prompt (the 2nd call;
+for three prompts in turn the 4th), with the tokens written and the input
 cost saved at GPT-5.6 prices (reads 0.1×, writes 1.25× the input price: negative when writes
 are never read).
 
@@ -107,8 +108,8 @@ def run_gpt56(shape: str, api: str, mode: str, calls: int) -> tuple[list[lk.Call
 def gpt56_table(calls: int, only: str) -> None:
     """The OpenAI GPT-5.6 rows: planner, oracle and off on Chat Completions and Responses."""
     print()
-    print(f"EMULATED — OpenAI gpt-5.6, explicit breakpoints; {calls} calls per family, judged from call {gpt56.JUDGED_FROM + 1}; "
-          "cost at reads 0.1×, writes 1.25× the input price")  # fmt: skip
+    print(f"EMULATED — OpenAI gpt-5.6, explicit breakpoints; {calls} calls per family, judged from the second sight of the "
+          "prompt; cost at reads 0.1×, writes 1.25× the input price")  # fmt: skip
     print()
     print("| shape | API | mode | of oracle (judged calls) | hit rate (tokens) | written | est. input cost saved | TTFT P50 ms | TTFT P99 ms |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
@@ -117,9 +118,10 @@ def gpt56_table(calls: int, only: str) -> None:
             continue
         for api in gpt56.APIS:
             runs = {mode: run_gpt56(shape, api, mode, calls) for mode in ("planner", "oracle", "off")}
-            oracle = sum(r.cache_read_tokens or 0 for r in runs["oracle"][0][gpt56.JUDGED_FROM:])
+            first = gpt56.second_sight(shape)
+            oracle = sum(r.cache_read_tokens or 0 for r in runs["oracle"][0][first:])
             for mode, (recs, report) in runs.items():
-                read = sum(r.cache_read_tokens or 0 for r in recs[gpt56.JUDGED_FROM:])
+                read = sum(r.cache_read_tokens or 0 for r in recs[first:])
                 ttft = [r.ttft for r in recs if r.ttft is not None]
                 saved = f"{report.saved_tokens:,.0f} ({report.saved_share or 0:.0%})"
                 print(f"| {shape} | {'Chat' if api == 'chat.completions' else 'Responses'} | {mode} | {read / oracle if oracle else float('nan'):.2f} "

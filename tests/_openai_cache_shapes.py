@@ -21,7 +21,12 @@ ROTATION_GAP = 5.0
 """Seconds between the calls of the rotating shape (each prompt back after 15 s, well within 30 minutes)."""
 BP: dict[str, Any] = {"mode": "explicit"}
 JUDGED_FROM = 4
-"""Calls are judged from the 5th on (index 4): the first ones are where the planner learns."""
+"""The acceptance of issue 35 judges calls from the 5th on (index 4)."""
+
+
+def second_sight(shape: str) -> int:
+    """The first call that sees the family's prompt again: the 2nd, or, three prompts in turn, the 4th."""
+    return 3 if shape == "rotating system prompts" else 1
 
 
 def _text(api: str, text: str) -> dict[str, Any]:

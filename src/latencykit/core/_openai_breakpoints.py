@@ -22,7 +22,7 @@ from ._cache_facts import OPENAI_DEFAULT_TTL, OPENAI_MAX_BREAKPOINTS
 from ._openai_parts import BREAKPOINT_KEY
 from ._segments import Shape
 
-__all__ = ["BreakpointPlan", "apply_breakpoints", "breakpoint_markable", "plan_breakpoints"]
+__all__ = ["BreakpointPlan", "apply_breakpoints", "breakpoint_markable", "plan_breakpoints", "spare_breakpoints"]
 
 _UNMARKABLE_PATHS = frozenset({"tools", "instructions"})
 
@@ -48,6 +48,27 @@ def breakpoint_markable(shape: Shape, i: int) -> bool:
     """Whether block ``i`` is a content part that can carry a breakpoint (tools and ``instructions`` cannot)."""
     block = shape.blocks[i]
     return block.markable and block.path[0] not in _UNMARKABLE_PATHS
+
+
+def spare_breakpoints(shape: Shape, min_tokens: int) -> list[int]:
+    """Breakpoints worth placing while budget is left, before anything is learned: the end of all
+    before the newest message (few-shot examples, a conversation's last turn) and of the newest
+    message's parts but its last (documents before a question).
+
+    They cost no written token of their own: a request writes the prefix up to its furthest
+    breakpoint once (the implicit one is at the end), and these only mark places inside it, so a
+    family's second call can read them before its boundary is learned.
+    """
+    messages = shape.message_segments
+    if not messages or messages[-1].name != f"message {shape.messages - 1}":
+        return []
+    first = messages[-1].first_block
+    out = []
+    for span in (range(first + len(messages[-1].blocks) - 2, first - 1, -1), range(first - 1, -1, -1)):
+        i = next((k for k in span if breakpoint_markable(shape, k)), None)
+        if i is not None and shape.blocks[i].prefix_tokens >= min_tokens:
+            out.append(i)
+    return out
 
 
 def plan_breakpoints(shape: Shape, wanted: Sequence[int], *, explicit_mode: bool, ttl: Optional[str] = None) -> BreakpointPlan:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar
 
-from ..core._breakpoints import PlanContext
+from ..core._breakpoints import BreakpointPlanner, PlanContext
 from ..core._cache_facts import OPENAI_BREAKPOINT_TTLS, OPENAI_MIN_TOKENS
 from ..core._learn import Learned
-from ..core._openai_breakpoints import apply_breakpoints, breakpoint_markable, plan_breakpoints
+from ..core._openai_breakpoints import apply_breakpoints, breakpoint_markable, plan_breakpoints, spare_breakpoints
 from ..core._openai_verify import expect_breakpoints
 from ..core._record import CallRecord
 from ..core._segments import Shape, frozen
@@ -101,6 +101,8 @@ def plan_breakpoint_call(
         readable = [i for i in live if breakpoint_markable(shape, i)]
         if readable:  # where the previous call of a conversation wrote: this one reads it at its own breakpoint
             wanted.append(max(readable))
+        if isinstance(policy.strategy, BreakpointPlanner) and not explicit_mode:
+            wanted += spare_breakpoints(shape, OPENAI_MIN_TOKENS)  # free inside the implicit write: last in line
     ttl = policy.ttl if policy.ttl in OPENAI_BREAKPOINT_TTLS else None
     plan = plan_breakpoints(shape, wanted, explicit_mode=explicit_mode, ttl=ttl)
     restore: dict[str, Any] = {}
