@@ -25,6 +25,15 @@ Modes, each on a fresh emulator, same requests:
 - ``off``: ``cache="off"``, the requests as written;
 - ``top-level auto``: ``cache="off"`` plus the API's top-level ``cache_control`` (Anthropic).
 
+A second table runs the OpenAI GPT-5.6 shapes (``tests/_openai_cache_shapes.py``: an agent,
+three system prompts in turn, RAG, few-shot, a two-part system prompt, a growing conversation)
+on Chat Completions and Responses, where the cache is read only at ``prompt_cache_breakpoint``s
+(the oracle places them by hand with hindsight; ``off`` leaves OpenAI's implicit breakpoint at
+the end of the prompt alone), judged from the second sight of the family's prompt (the 2nd call;
+for three prompts in turn the 4th), with the tokens written and the input
+cost saved at GPT-5.6 prices (reads 0.1×, writes 1.25× the input price: negative when writes
+are never read).
+
 ``of oracle`` is the planner's (or the mode's) cache-read tokens over the oracle's on the
 judged calls (``measured`` in ``tests/_cache_shapes.py``): from the third call of the family
 on (the first two calls are where the planner learns); for rotating prompts from the second
@@ -51,6 +60,7 @@ from latencykit.emulator import Emulator, PromptCache, TimingModel  # noqa: E402
 from _cache_shapes import (  # noqa: E402
     CC, SHAPES, Clock, measured, oracle_openai, oracle_requests, rare, shape_calls, shape_gap, shape_requests, unread_writes,
 )
+import _openai_cache_shapes as gpt56  # noqa: E402
 
 # Prefill 40 µs/token (≈ 200 ms for a 5k-token prompt), 20 ms base, 5 ms/token decode.
 TIMING = TimingModel(base_ttft=0.02, prefill_per_token=4e-5, decode_per_token=0.005, output_tokens=4, jitter=0.05)
@@ -82,6 +92,43 @@ def run(shape: str, mode: str, calls: int) -> list[lk.CallRecord]:
             return list(o.latency.calls)
 
 
+def run_gpt56(shape: str, api: str, mode: str, calls: int) -> tuple[list[lk.CallRecord], lk.CacheReport]:
+    """One GPT-5.6 family (``tests/_openai_cache_shapes.py``) in one mode on a fresh emulator: records and cache report."""
+    requests = gpt56.shape_requests(shape, api, calls)
+    if mode == "oracle":
+        requests = gpt56.oracle_openai(api, requests)
+    with Emulator(timing=TIMING, seed=1, cache_model=PromptCache()) as emu:
+        clock = Clock(emu)
+        policy = lk.CachePolicy("auto" if mode == "planner" else "off", derive_key=mode == "planner", clock=clock)
+        with lk.OpenAI(base_url=emu.base_url + "/v1", api_key="x", cache=policy) as o:
+            records = gpt56.run_family(o, api, requests, clock, gpt56.shape_gap(shape))
+            return records, o.latency.cache_report()
+
+
+def gpt56_table(calls: int, only: str) -> None:
+    """The OpenAI GPT-5.6 rows: planner, oracle and off on Chat Completions and Responses."""
+    print()
+    print(f"EMULATED — OpenAI gpt-5.6, explicit breakpoints; {calls} calls per family, judged from the second sight of the "
+          "prompt; cost at reads 0.1×, writes 1.25× the input price")  # fmt: skip
+    print()
+    print("| shape | API | mode | of oracle (judged calls) | hit rate (tokens) | written | est. input cost saved | TTFT P50 ms | TTFT P99 ms |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for shape in gpt56.SHAPES:
+        if only not in shape:
+            continue
+        for api in gpt56.APIS:
+            runs = {mode: run_gpt56(shape, api, mode, calls) for mode in ("planner", "oracle", "off")}
+            first = gpt56.second_sight(shape)
+            oracle = sum(r.cache_read_tokens or 0 for r in runs["oracle"][0][first:])
+            for mode, (recs, report) in runs.items():
+                read = sum(r.cache_read_tokens or 0 for r in recs[first:])
+                ttft = [r.ttft for r in recs if r.ttft is not None]
+                saved = f"{report.saved_tokens:,.0f} ({report.saved_share or 0:.0%})"
+                print(f"| {shape} | {'Chat' if api == 'chat.completions' else 'Responses'} | {mode} | {read / oracle if oracle else float('nan'):.2f} "
+                      f"| {report.hit_rate_tokens or 0:.0%} | {report.tokens_written or 0:,} | {saved} "
+                      f"| {statistics.median(ttft) * 1000:.1f} | {pct(ttft, 0.99) * 1000:.1f} |")  # fmt: skip
+
+
 def pct(values: list[float], q: float) -> float:
     """The q-quantile (nearest rank) of ``values``."""
     ordered = sorted(values)
@@ -92,9 +139,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--only", default="", help="run only the shapes whose name contains this text")
+    parser.add_argument("--table", choices=("anthropic", "gpt-5.6", "both"), default="both", help="which table(s) to run")
     args = parser.parse_args()
     if args.calls <= LEARNING_CALLS:
         parser.error(f"--calls must be > {LEARNING_CALLS}")
+    if args.table != "anthropic":
+        gpt56_table(max(args.calls, gpt56.JUDGED_FROM + 2), args.only)
+    if args.table == "gpt-5.6":
+        return
     rows: list[tuple[Any, ...]] = []
     for shape in SHAPES:
         if args.only not in shape:

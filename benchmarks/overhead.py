@@ -26,6 +26,11 @@ the raw SDK and through latencykit with its default prompt-cache planner, and re
 CPU ratio and the milliseconds latencykit adds before the request is handed to HTTP
 (create() → httpx's request hook in thread CPU time, latencykit minus raw SDK, medians). Goals: ratio ≤ 1.20
 at ~40k tokens; ≤ 1 ms added per 10k prompt tokens.
+
+The breakpoint axis (``--only breakpoints``) sends the ~40k-token agent prompt on OpenAI Chat
+Completions and Responses to ``gpt-5-mini`` (a derived ``prompt_cache_key`` only) and to
+``gpt-5.6`` (the prompt taken apart part by part, ``prompt_cache_breakpoint``s placed and
+verified), side by side in one run, same columns.
 """
 
 from __future__ import annotations
@@ -108,9 +113,10 @@ def _chat_call(client: Any) -> Callable[[], int]:
     return call
 
 
-def agent_prompt(scale: float, api: str, question: int = 0) -> dict[str, Any]:
+def agent_prompt(scale: float, api: str, question: int = 0, model: str = "gpt-5-mini") -> dict[str, Any]:
     """The agent prompt at ``scale`` (1.0: 8 tools of ~12k characters, a 30k-character system
-    prompt, 24 earlier messages of ~2k characters; ~40k tokens), for ``"messages"`` or ``"chat"``."""
+    prompt, 24 earlier messages of ~2k characters; ~40k tokens), for ``"messages"``, ``"chat"``
+    or ``"responses"`` (OpenAI ``model``)."""
     tool_chars, system_chars, turn_chars = int(12_000 * scale), int(30_000 * scale), int(2_000 * scale)
 
     def text(chars: int, word: str) -> str:
@@ -127,9 +133,14 @@ def agent_prompt(scale: float, api: str, question: int = 0) -> dict[str, Any]:
     if api == "messages":
         tools = [{"name": f"tool_{i}", "description": text(tool_chars, f"tool {i} reads files"), "input_schema": schema} for i in range(8)]
         return {"model": "claude-sonnet-5", "max_tokens": 1024, "tools": tools, "system": system, "messages": [*turns, ask]}
+    if api == "responses":
+        tools = [{"type": "function", "name": f"tool_{i}", "description": text(tool_chars, f"tool {i} reads files"),
+                  "parameters": schema} for i in range(8)]  # fmt: skip
+        return {"model": model, "max_output_tokens": 1024, "tools": tools,
+                "input": [{"role": "developer", "content": system}, *turns, ask]}  # fmt: skip
     tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": text(tool_chars, f"tool {i} reads files"),
                                                "parameters": schema}} for i in range(8)]  # fmt: skip
-    return {"model": "gpt-5-mini", "max_completion_tokens": 1024, "tools": tools,
+    return {"model": model, "max_completion_tokens": 1024, "tools": tools,
             "messages": [{"role": "system", "content": system}, *turns, ask]}  # fmt: skip
 
 
@@ -147,8 +158,8 @@ class _SendClock:
         self.sent = time.thread_time()
 
 
-def _size_call(client: Any, api: str, scale: float, clock: _SendClock, before: list[float]) -> Callable[[], int]:
-    requests = [agent_prompt(scale, api, q) for q in range(8)]  # same objects each round, varying question
+def _size_call(client: Any, api: str, scale: float, clock: _SendClock, before: list[float], model: str = "gpt-5-mini") -> Callable[[], int]:
+    requests = [agent_prompt(scale, api, q, model) for q in range(8)]  # same objects each round, varying question
     headers = {"x-emulator-output-tokens": str(SIZE_OUTPUT_TOKENS)}
     state = {"i": 0}
 
@@ -157,13 +168,34 @@ def _size_call(client: Any, api: str, scale: float, clock: _SendClock, before: l
         state["i"] += 1
         n = 0
         start = time.thread_time()
-        create = client.messages.create if api == "messages" else client.chat.completions.create
+        create = {"messages": lambda: client.messages.create, "chat": lambda: client.chat.completions.create,
+                  "responses": lambda: client.responses.create}[api]()  # fmt: skip
         for _ in create(stream=True, extra_headers=headers, **req):
             n += 1
         before.append(clock.sent - start)
         return n
 
     return call
+
+
+def _measure(
+    clients: tuple[Any, Any, Any], clocks: list[_SendClock], api: str, scale: float, rounds: int, calls: int, model: str = "gpt-5-mini"
+) -> tuple[float, float, float, float, float]:
+    """Raw SDK, latencykit and raw again on the agent prompt, interleaved: ``(raw s, lk s, ratio, added before send s, A/A)``."""
+    before: list[list[float]] = [[], [], []]
+    fns = [_size_call(c, api, scale, clocks[k], before[k], model) for k, c in enumerate(clients)]
+    for fn in fns * 3:
+        fn()
+    for kept in before:
+        kept.clear()
+    samples: list[list[float]] = [[], [], []]
+    _freeze_heap()
+    for order in _orders(3, rounds):
+        for k in order:
+            samples[k].append(_cpu_per_call(fns[k], calls))
+    r, l = (statistics.median(x) for x in samples[:2])
+    added = statistics.median(before[1]) - statistics.median(before[0])
+    return r, l, _paired(samples[1], samples[0]), added, _paired(samples[2], samples[0])
 
 
 def size_axis(base: str, rounds: int, calls: int) -> None:
@@ -189,20 +221,7 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
                 raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[0])
                 lkc = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[1],
                                 recorder=lk.Recorder(max_calls=100))  # fmt: skip
-            before: list[list[float]] = [[], [], []]
-            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc, again))]
-            for fn in fns * 3:
-                fn()
-            before = [[], [], []]
-            fns = [_size_call(c, api, scale, clocks[k], before[k]) for k, c in enumerate((raw, lkc, again))]
-            samples: list[list[float]] = [[], [], []]
-            _freeze_heap()
-            for order in _orders(3, rounds):
-                for k in order:
-                    samples[k].append(_cpu_per_call(fns[k], calls))
-            r, l = (statistics.median(x) for x in samples[:2])
-            ratio, aa = _paired(samples[1], samples[0]), _paired(samples[2], samples[0])
-            added = statistics.median(before[1]) - statistics.median(before[0])
+            r, l, ratio, added, aa = _measure((raw, lkc, again), clocks, api, scale, rounds, calls)
             tokens = lkc._lk.recorder.last.input_tokens if lkc._lk.recorder.last else None
             name = f"{provider} (~{tokens} input tokens)" if tokens else provider
             print(f"{name:34} {label:>6} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f} {aa:6.3f}")
@@ -210,6 +229,31 @@ def size_axis(base: str, rounds: int, calls: int) -> None:
                 c.close()
     print("goals: ratio <= 1.20 at ~40k tokens; added before send <= 1 ms per 10k prompt tokens; "
           "A/A: the raw SDK against itself (the noise floor)")
+
+
+def breakpoint_axis(base: str, rounds: int, calls: int) -> None:
+    """~40k-token agent prompt on OpenAI Chat and Responses: gpt-5-mini (key only) vs gpt-5.6 (breakpoints)."""
+    import httpx2
+
+    print()
+    print(f"breakpoint axis: the ~40k-token agent prompt, {SIZE_OUTPUT_TOKENS} output tokens, {rounds} rounds × {calls} calls, "
+          "latencykit with cache='auto'")  # fmt: skip
+    print(f"{'call':40} {'raw ms':>8} {'lk ms':>8} {'ratio':>6} {'added before send ms (CPU)':>27} {'A/A':>6}")
+    for api in ("chat", "responses"):
+        for model in ("gpt-5-mini", "gpt-5.6"):
+            clocks = [_SendClock(), _SendClock(), _SendClock()]
+            https = [httpx2.Client(event_hooks={"request": [c]}) for c in clocks]
+            raw: Any = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[0])
+            lkc: Any = lk.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[1], recorder=lk.Recorder(max_calls=100))
+            again: Any = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0, http_client=https[2])
+            r, l, ratio, added, aa = _measure((raw, lkc, again), clocks, api, 1.0, rounds, calls, model)
+            last = lkc._lk.recorder.last
+            name = f"{api} {model} (~{last.input_tokens if last else '?'} in, {last.cache_verdict if last else '?'})"
+            print(f"{name:40} {r * 1000:8.2f} {l * 1000:8.2f} {ratio:6.3f} {added * 1000:27.3f} {aa:6.3f}")
+            for c in (raw, lkc, again):
+                c.close()
+    print("goal: gpt-5.6 (breakpoints placed and verified) within noise of gpt-5-mini (key only): ratio <= 1.20, "
+          "added before send <= 4 ms at ~40k tokens")
 
 
 def _otel_sdk_telemetry() -> lk.Telemetry:
@@ -262,16 +306,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per client per round")
-    parser.add_argument("--only", choices=("streams", "sizes"), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("streams", "sizes", "breakpoints"), default=None, help="run one part only")
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 1:
         parser.error("--rounds and --calls must be >= 1")
 
     with emulator_process() as base:
-        if args.only != "sizes":
+        if args.only in (None, "streams"):
             streams(base, args.rounds, args.calls)
-        if args.only != "streams":
+        if args.only in (None, "sizes"):
             size_axis(base, args.rounds, args.calls)
+        if args.only in (None, "breakpoints"):
+            breakpoint_axis(base, args.rounds, args.calls)
 
 
 def streams(base: str, rounds: int, calls_per_round: int) -> None:

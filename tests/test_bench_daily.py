@@ -176,11 +176,11 @@ def test_partial_run_round_trips(tmp_path: Path) -> None:
 
 
 def test_cache_report_explains_unknown_writes() -> None:
-    """The demo's cache line says why some writes are unknown (OpenAI and llama.cpp report reads only)."""
+    """The demo's cache line says why some writes are unknown (OpenAI before GPT-5.6 and llama.cpp report reads only)."""
     from latencykit.telemetry._cache_report import CacheReport
 
     report = CacheReport(calls=60, calls_reporting=60, calls_not_reporting=0, input_tokens=103_770, tokens_read=95_878,
                          tokens_written=1_838, hit_rate_tokens=0.92, hit_rate_calls=0.93, saved_tokens=85_831.0,
                          saved_share=0.83, writes_unknown=14)  # fmt: skip
-    assert "1,838 (+ writes not reported by 14 calls: OpenAI and llama.cpp report cache reads only)" in str(report)
+    assert "1,838 (+ writes not reported by 14 calls: OpenAI before GPT-5.6 and llama.cpp report cache reads only)" in str(report)
     assert "unknown for" not in str(report)

@@ -72,6 +72,21 @@ def test_matrix_compares_strategies_on_the_anthropic_api() -> None:
         parse_matrix(["turbo=on"])
 
 
+def test_prewarm_lever_fills_the_cache_before_the_timed_window() -> None:
+    """``prewarm=on`` (``--prewarm``) on a GPT-5.6 target: the first request already reads; the pre-warm calls are no
+    samples; the report prices the cache (writes 1.25×)."""
+    run = run_bench(BenchConfig(model="gpt-5.6", traffic="shared-prefix", documents=1, requests=6, concurrency=(1,),
+                                matrix=tuple(parse_matrix(["prewarm=off,on"])), timing=FAST, exact_output=False))  # fmt: skip
+    off, on = run.cells
+    assert (off.label, on.label) == ("prewarm=off", "prewarm=on") and len(on.samples) == 6
+    first_off, first_on = (min(c.samples, key=lambda s: s["i"]) for c in (off, on))
+    assert first_off["verdict"] == "write" and not first_off["cache_read"]
+    assert first_on["verdict"] == "hit" and first_on["cache_read"] > 1000
+    buf = io.StringIO()
+    run.report(Console(file=buf, width=200))
+    assert "writes 1.25×, reads 0.1× input" in buf.getvalue()
+
+
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_http_lever_runs_the_sdk_clients_on_their_aiohttp_backend(api: str) -> None:
     """``http=aiohttp`` hands the SDK client its own DefaultAioHttpClient; every request is still

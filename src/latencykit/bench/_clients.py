@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import re
 import time
@@ -225,6 +226,15 @@ class _LatencykitSender:
             _error(obs, exc)
         self.errors.note(obs, req, exc)
         return obs
+
+    async def prewarm(self, requests: Sequence[TrafficRequest]) -> None:
+        """``client.latency.prewarm`` once per distinct system prompt (at most 64), before the timed window."""
+        t, seen = self.target, set[str]()
+        for req in requests:
+            if req.system not in seen and len(seen) < 64:
+                seen.add(req.system)
+                with contextlib.suppress(Exception):  # a server that cannot pre-warm only loses the head start
+                    await self.client.latency.prewarm(**(openai_body(req, t) if t.api == "openai" else anthropic_body(req, t)))
 
     async def aclose(self) -> None:
         await self.client.close()

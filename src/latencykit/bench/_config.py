@@ -21,11 +21,13 @@ LEVERS: dict[str, tuple[str, ...]] = {
     "retry": ("on", "off"),
     "stream": ("forced", "as-asked"),
     "http": ("httpx", "aiohttp"),
+    "prewarm": ("off", "on"),
 }
 """latencykit's own levers for ``--matrix``. ``stream=forced`` is the latencykit client (every call
 streamed); ``stream=as-asked`` sends the app's call as written, through the plain SDK. ``http`` is
 the SDK client's HTTP backend: its default httpx transport, or the SDK's own
-``DefaultAioHttpClient`` (aiohttp; the SDKs' advice for high concurrency)."""
+``DefaultAioHttpClient`` (aiohttp; the SDKs' advice for high concurrency). ``prewarm=on`` fills the
+prompt cache with each system prompt's static prefix (``client.latency.prewarm``) before the timed window."""
 
 
 def resolve_levers(strategy: dict[str, str]) -> dict[str, str]:
@@ -39,7 +41,7 @@ def resolve_levers(strategy: dict[str, str]) -> dict[str, str]:
     return out
 
 
-APPLIES: dict[str, tuple[str, ...]] = {"latencykit": ("call", "cache", "retry", "http"), "sdk": ("call", "retry", "http"), "thin": ()}
+APPLIES: dict[str, tuple[str, ...]] = {"latencykit": ("call", "cache", "retry", "http", "prewarm"), "sdk": ("call", "retry", "http"), "thin": ()}
 """Which levers change what each client does (``client`` and ``stream`` choose the client)."""
 _WHY = {
     "sdk": "the plain SDK has no cache planner",

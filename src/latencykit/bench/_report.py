@@ -214,7 +214,25 @@ def _offset(clock: dict[str, Any]) -> str:
     return f"{off * 1000:+.1f} ± {(unc or 0) * 1000:.1f} ms"
 
 
-def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Optional[int] = None) -> list[Any]:
+def cache_cost_text(cell: Cell, target: dict[str, Any]) -> Optional[str]:
+    """``cache: read … / written … tokens (writes 1.25×, reads 0.1×): est. input cost saved …`` over the
+    measured requests, priced for the target's model (`core._cache_facts.cache_prices`); ``None`` without cache usage."""
+    from ..core._cache_facts import cache_prices
+
+    samples = [s for s in cell.measured if s.get("cache_read") is not None]
+    if not samples:
+        return None
+    read, written = sum(s["cache_read"] for s in samples), sum(s.get("cache_write") or 0 for s in samples)
+    total = sum(s.get("in_tok") or 0 for s in samples)
+    m = cache_prices("anthropic" if target.get("api") == "anthropic" else "openai", target.get("model"))
+    saved = read * (1 - m["read"]) - written * (m["write_5m"] - 1)
+    share = f" ({saved / total:.0%})" if total else ""
+    return (f"cache: read {read:,} / written {written:,} tokens (writes {m['write_5m']:g}×, reads {m['read']:g}× input): "
+            f"est. input cost saved {saved:,.0f} token-equivalents{share}")
+
+
+def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Optional[int] = None,
+                target: Optional[dict[str, Any]] = None) -> list[Any]:
     """One cell's blocks."""
     tag = "EMULATED " if emulated else ""
     out: list[Any] = [metrics_grid(cell, f"{tag}{cell.key}" + (" — PARTIAL" if cell.partial else "")), Line(LEGEND, "dim")]
@@ -231,6 +249,9 @@ def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Opt
     verdicts = cell.verdicts()
     if verdicts:
         out.append(Line("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))))
+    cost = cache_cost_text(cell, target or {})
+    if cost:
+        out.append(Line(cost))
     n = len(cell.measured)
     if n:
         out.append(Line("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {n} measured)"))
@@ -320,7 +341,7 @@ def report_blocks(run: BenchRun) -> list[Any]:
         out.append(Line(f"PARTIAL RUN: {run.partial}", "error"))
     total = cfg.get("request_count", cfg.get("requests"))
     for cell in run.cells:
-        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total)
+        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total, cfg.get("target"))
     rows = strategy_table(run)
     if rows:
         out.append(comparison_grid(rows, f"strategy comparison: each cell against the baseline cell '{baseline_name(run)}' "

@@ -36,6 +36,8 @@ async def drive(
     """Run one cell's ``requests`` through the strategy's sender (and the thin control) in this event loop."""
     sender = make_sender(target, resolve_levers(strategy))
     thin = make_sender(target, {"client": "thin"}) if control > 0 else None
+    if strategy.get("prewarm") == "on" and hasattr(sender, "prewarm"):
+        await sender.prewarm(requests)  # before the timed window: its calls are never samples
     if freeze:
         gc.collect()
         gc.freeze()

@@ -106,6 +106,8 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     lo.add_argument("--burstiness", type=float, default=1.0, help="gamma shape (1 = Poisson, < 1 burstier)")
     lo.add_argument("--duration", type=float, help="seconds; arrivals after it are not scheduled, those still waiting are unsent")
     lo.add_argument("--warmup", type=int, default=0, help="first N requests excluded from the headline")
+    lo.add_argument("--prewarm", action="store_true", help="fill the prompt cache with each system prompt's static prefix "
+                    "before the timed window (client.latency.prewarm; --matrix prewarm=off,on compares)")  # fmt: skip
     lo.add_argument("--ramp", type=float, default=0.0,
                     help="closed loop: seconds over which the slots start, spread evenly (against a jitter-free server, ~one request's duration)")  # fmt: skip
     lo.add_argument("--workers", type=int, default=1, help="client processes (one event loop each); sketches merge exactly")
@@ -176,6 +178,7 @@ def _cmd_run(argv: Sequence[str]) -> int:
     try:
         timing = timing_from_args(args, prefix="emu-")
         matrix, notes = plan_matrix(args.matrix)
+        matrix = [{**m, "prewarm": "on"} for m in matrix] if args.prewarm else matrix
         config = BenchConfig(
             target=args.target, base_url=args.base_url, model=args.model, api=args.api,
             per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output,

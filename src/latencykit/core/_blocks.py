@@ -39,7 +39,7 @@ class Block(NamedTuple):
     segment: str
     """``"tools"``, ``"system"`` or ``"message k"``."""
     path: tuple[Any, ...]
-    """Where it lives: ``("tools", i)``, ``("system",)``, ``("system", j)``, ``("messages", m)``, ``("messages", m, b)``, ``("instructions",)``, ``("input",)``, ``("input", m)``."""
+    """Where it lives: ``("tools", i)``, ``("system",)``, ``("system", j)``, ``("messages", m)``, ``("messages", m, b)``, ``("instructions",)``, ``("input",)``, ``("input", m)``, ``("input", m, j)``, ``("input", m, "output", j)``."""
     digest: bytes
     """Keyed digest of this block alone (role and position included, ``cache_control`` excluded)."""
     prefix_tokens: int
@@ -87,11 +87,12 @@ class Shape:
     messages: int
     """Number of messages (input items): more than one means a multi-turn conversation."""
     top_level: Optional[str] = None
-    """TTL of a top-level automatic ``cache_control`` (``"5m"`` / ``"1h"``), ``None`` if absent."""
+    """TTL of a top-level automatic ``cache_control`` (``"5m"`` / ``"1h"``), ``None`` if absent; OpenAI
+    part by part (GPT-5.6+): the request-level TTL (``"30m"`` / ``"12h"``)."""
     context: bytes = b""
     """Digest of settings that invalidate the messages tier (``tool_choice``, ``thinking``)."""
     markers: tuple[tuple[int, str], ...] = ()
-    """The caller's ``(block index, ttl)`` markers, top-level one excluded."""
+    """The caller's ``(block index, ttl)`` markers, top-level one excluded (OpenAI breakpoints: ttl ``""`` inherits)."""
     _fp: Fingerprinter = field(default_factory=lambda: Fingerprinter(b"-"), repr=False, compare=False)
     _digests: tuple[bytes, ...] = field(default=(), init=False, repr=False, compare=False)
     """Set by `parse`; not an init field, so ``dataclasses.replace`` never carries stale digests."""
@@ -265,19 +266,25 @@ def frozen(cls: type[T], **values: Any) -> T:
 def texts(api: str, request: Mapping[str, Any], shape: Shape) -> Callable[[int], str]:
     """``text(i)``: the canonical text of block ``i`` of ``shape`` (parsed from ``request``)."""
 
+    parts = api != "messages" and shape.top_level is not None  # OpenAI part by part (GPT-5.6+)
+
     def text(i: int) -> str:
-        return canonical(dump(resolve(api, request, shape.blocks[i].path)))
+        return canonical(dump(resolve(api, request, shape.blocks[i].path, parts)))
 
     return text
 
 
-def resolve(api: str, request: Mapping[str, Any], path: tuple[Any, ...]) -> Any:
-    """The raw block of ``request`` at a `Block.path` (a string, a mapping or an SDK model)."""
+def resolve(api: str, request: Mapping[str, Any], path: tuple[Any, ...], parts: bool = False) -> Any:
+    """The raw block of ``request`` at a `Block.path` (a string, a mapping or an SDK model);
+    ``parts``: an OpenAI request taken apart part by part, where ``(key, m)`` is a string content."""
     value: Any = request.get(path[0])
     if len(path) == 1 or path[0] not in ("messages", "input"):
         return value if len(path) == 1 else value[path[1]]
     item = value[path[1]]
-    if api != "messages":
+    if api != "messages" and len(path) == 2:
+        if parts:
+            text = get(item, "content") if get(item, "content") is not None else get(item, "output")
+            return text if isinstance(text, str) and text else item
         return item
-    content = get(item, "content")
-    return content if len(path) == 2 else content[path[2]]
+    content = get(item, path[2] if len(path) == 4 else "content")  # ("input", m, "output", j): a tool output's part
+    return content if len(path) == 2 else content[path[-1]]

@@ -18,7 +18,7 @@ from typing import Any, Callable, NamedTuple, Optional
 from ._cache_facts import LOOKBACK_BLOCKS, MAX_MARKERS
 from ._segments import SegmentPrint, Shape
 
-__all__ = ["BreakpointPlanner", "MarkerPlan", "PlanContext", "Strategy", "apply_markers", "plan_markers"]
+__all__ = ["BreakpointPlanner", "MarkerPlan", "PathCopier", "PlanContext", "Strategy", "apply_markers", "plan_markers"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class BreakpointPlanner:
             if message is not None:
                 wanted.append(message)
                 cached = max(filter(message.__gt__, ctx.written), default=None)  # in C: written holds every live prefix
-                if cached is not None and message - cached >= self.lookback:
+                if cached is not None and message - cached >= self.lookback and shape.api == "messages":  # OpenAI: no look-back limit
                     step = _last_markable(shape, range(cached + 1, cached + self.lookback))
                     if step is not None:
                         wanted.append(step)
@@ -131,8 +131,11 @@ def _last_markable(shape: Shape, indices: Sequence[int]) -> Optional[int]:
     return None
 
 
-def plan_markers(shape: Shape, wanted: Sequence[int]) -> MarkerPlan:
-    """Fit the strategy's wishes into the marker budget; never more than 4 in all."""
+def plan_markers(shape: Shape, wanted: Sequence[int], ttl: Optional[str] = None) -> MarkerPlan:
+    """Fit the strategy's wishes into the marker budget; never more than 4 in all.
+
+    ``ttl="1h"``: the markers latencykit adds are ``1h`` wherever no ``5m`` marker comes before them.
+    """
     caller = dict(shape.markers)
     top: Optional[int] = None
     if shape.top_level is not None:
@@ -159,6 +162,10 @@ def plan_markers(shape: Shape, wanted: Sequence[int]) -> MarkerPlan:
         added = tuple([(i, "1h" if i < last_1h else None) for i in chosen])
     else:
         added = tuple([(i, None) for i in chosen])
+    if ttl == "1h":
+        fives = [i for i, t in caller.items() if t == "5m"] + ([top] if top is not None and shape.top_level == "5m" else [])
+        first_5m = min(fives, default=len(shape.blocks))
+        added = tuple([(i, "1h" if i < first_5m else t) for i, t in added])
     every: dict[int, str] = dict(caller)
     if top is not None and shape.top_level is not None:
         every.setdefault(top, shape.top_level)
@@ -174,16 +181,7 @@ def apply_markers(request: Mapping[str, Any], shape: Shape, added: Sequence[tupl
     or message content becomes one text block carrying the marker (the same prompt).
     """
     out = dict(request)
-    copied: set[tuple[Any, ...]] = set()
-
-    def own(container_path: tuple[Any, ...], parent: Any, key: Any) -> Any:
-        value = parent[key]
-        if container_path not in copied:
-            value = list(value) if isinstance(value, (list, tuple)) else dict(_plain(value))
-            parent[key] = value
-            copied.add(container_path)
-        return value
-
+    own = PathCopier()
     for index, ttl in added:
         cc: dict[str, Any] = {"type": "ephemeral"} if ttl is None else {"type": "ephemeral", "ttl": ttl}
         path: tuple[Any, ...] = shape.blocks[index].path
@@ -203,6 +201,22 @@ def apply_markers(request: Mapping[str, Any], shape: Shape, added: Sequence[tupl
         block["cache_control"] = cc
         parent[path[-1]] = block
     return out
+
+
+class PathCopier:
+    """``own(path, parent, key)``: ``parent[key]`` copied (a list, or a dict of an SDK model's dump) the
+    first time ``path`` is asked for, so an edit copies only the containers on its path, each once."""
+
+    def __init__(self) -> None:
+        self.copied: set[tuple[Any, ...]] = set()
+
+    def __call__(self, path: tuple[Any, ...], parent: Any, key: Any) -> Any:
+        value = parent[key]
+        if path not in self.copied:
+            value = list(value) if isinstance(value, (list, tuple)) else dict(_plain(value))
+            parent[key] = value
+            self.copied.add(path)
+        return value
 
 
 def _plain(value: Any) -> Mapping[str, Any]:

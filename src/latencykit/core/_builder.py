@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from ._blocks import Block, Estimator, SegmentPrint, dump, is_markable, marker_ttl, new_tuple
 from ._fingerprint import Fingerprinter
-from ._tokens import CHARS_PER_TOKEN, PER_REQUEST_TOKENS, block_size, canonical
+from ._tokens import CHARS_PER_TOKEN, MARKER_KEYS, PER_REQUEST_TOKENS, block_size, canonical
 
 __all__ = ["Builder", "Info", "content_key", "tool_key"]
 
@@ -55,13 +55,13 @@ def _fold(value: Any) -> int:
 
 
 def content_key(raw: Any) -> Any:
-    """A fold of a block's content without its top-level ``cache_control``; ``None`` if it has none."""
+    """A fold of a block's content without its top-level ``cache_control`` / ``prompt_cache_breakpoint``; ``None`` if it has none."""
     try:
         kind = type(raw)
         if kind is str:
             return (hash(raw), len(raw))
         if kind is dict or isinstance(raw, Mapping):
-            return hash(tuple([(k, hash(v) if type(v) is str else _fold(v)) for k, v in raw.items() if k != "cache_control"]))
+            return hash(tuple([(k, hash(v) if type(v) is str else _fold(v)) for k, v in raw.items() if k not in MARKER_KEYS]))
         return _fold(raw)
     except (_NoKey, TypeError):
         return None

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence, Union
 
-from ._cache_facts import OPENAI_TTL_SECONDS, TTL_SECONDS
+from ._cache_facts import OPENAI_BREAKPOINT_TTLS, OPENAI_TTL_SECONDS, TTL_SECONDS
 from ._segments import CHUNK_CHARS, SegmentPrint, Shape, common_prefix, message_segments
 
 if TYPE_CHECKING:
@@ -174,6 +174,15 @@ def _tail(previous: tuple[SegmentPrint, ...], shape: Shape) -> Optional[Position
     return None
 
 
+def _add_tails(dynamic: dict[str, int], tails: list[Optional[Position]], shape: Shape) -> None:
+    """Add the learned boundary in the messages (the later of the last two observations) to ``dynamic``."""
+    if tails:
+        where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
+        messages = shape.message_segments
+        if where is not None and where[0] < len(messages):
+            dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
+
+
 def _later(a: Optional[Position], b: Optional[Position]) -> Optional[Position]:
     if a is None or b is None:
         return None
@@ -297,9 +306,10 @@ def _edit(prints: Prints, old: tuple[bytes, ...], new: tuple[bytes, ...]) -> boo
 
 
 def _lifetime(shape: Shape, seg: SegmentPrint) -> float:
-    """Seconds a cache entry ending at ``seg`` lives: 1h under a later caller's (or top-level) 1h marker."""
+    """Seconds a cache entry ending at ``seg`` lives: 1h under a later caller's (or top-level) 1h marker;
+    OpenAI: the request's breakpoint TTL (GPT-5.6+, `Shape.top_level`), else the in-memory retention."""
     if shape.api != "messages":
-        return OPENAI_TTL_SECONDS
+        return OPENAI_BREAKPOINT_TTLS.get(shape.top_level or "", OPENAI_TTL_SECONDS)
     if shape.top_level == "1h":
         return _LIFETIME_1H
     if shape.markers:
@@ -387,12 +397,19 @@ class Families:
             if skip:
                 dynamic.update(skip)
             tails = state.tails
-        if tails:
-            where = tails[0] if len(tails) == 1 else _later(tails[0], tails[1])
-            messages = shape.message_segments
-            if where is not None and where[0] < len(messages):
-                dynamic[messages[len(messages) - 1 - where[0]].name] = where[1]
+        _add_tails(dynamic, tails, shape)
         return Learned(change, dynamic, newly, previous, unprinted)
+
+    def learned(self, shape: Shape) -> dict[str, int]:
+        """What ``shape``'s family has learned to change from call to call, without observing ``shape``
+        (a cache pre-warm plans with it and teaches nothing)."""
+        with self._lock:
+            state = self._states.get(shape.family)
+            if state is None:
+                return {}
+            dynamic, tails = dict(state.dynamic), state.tails
+        _add_tails(dynamic, tails, shape)
+        return dynamic
 
     def _rotate(
         self, state: FamilyState, shape: Shape, name: str, change: Optional[Change], now: float

@@ -124,8 +124,8 @@ def add_messages(b: Builder, items: Sequence[Any]) -> None:
                 totals.append((chars, fixed))
         else:
             b.chars, b.fixed = chars, fixed
-            for j, block in enumerate(seq(content, "message content")):
-                add(name, ("messages", m, j), block, ("m", m, role, j))
+            for j, block in enumerate(seq(content, "message content")):  # block 0 tagged as a string content: alike when they render alike
+                add(name, ("messages", m, j), block, ("m", m, role, j) if j else ("m", m, role))
             chars, fixed = b.chars, b.fixed
     b.chars, b.fixed = chars, fixed
     if not prints:

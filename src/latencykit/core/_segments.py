@@ -18,7 +18,7 @@ such requests as given.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from ._blocks import (
     SYSTEM_ROLES, Block, Estimator, SegmentPrint, Shape, Unsupported, common_prefix, frozen, get, is_markable, marker_ttl,
@@ -27,6 +27,7 @@ from ._blocks import (
 from ._builder import Builder
 from ._fingerprint import CHUNK_CHARS, MAX_CHUNKS, Fingerprinter
 from ._message_runs import add_messages, message_name
+from ._openai_parts import add_openai_items
 from ._tokens import CHARS_PER_TOKEN, PER_MESSAGE_TOKENS, block_size
 from ._tool_runs import add_tools, context_of, family_of
 
@@ -36,9 +37,15 @@ __all__ = [
 ]  # fmt: skip
 
 
-def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Estimator = block_size) -> Shape:
+def parse(
+    api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Estimator = block_size, parts: Optional[str] = None
+) -> Shape:
     """Take ``request`` (keyword arguments of ``messages.create`` / ``chat.completions.create`` /
-    ``responses.create``) apart into a `Shape`; raises `Unsupported` on shapes it does not know."""
+    ``responses.create``) apart into a `Shape`; raises `Unsupported` on shapes it does not know.
+
+    ``parts`` (OpenAI, GPT-5.6 and later): take the items apart content part by content part
+    (`_openai_parts`), with this request-level TTL (``"30m"`` / ``"12h"``) as `Shape.top_level`.
+    """
     model = request.get("model")
     if not isinstance(model, str):
         raise Unsupported("model is not a string")
@@ -74,6 +81,8 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
             items = seq(request.get("messages"), "messages")
     if api == "messages":
         add_messages(b, items)
+    elif parts is not None:
+        system_sizes += add_openai_items(b, api, items, key, single)
     else:
         leading = True
         for m, message in enumerate(items):
@@ -87,11 +96,11 @@ def parse(api: str, request: Mapping[str, Any], fp: Fingerprinter, estimate: Est
             if leading:
                 system_sizes.append(info.length)
     top = request.get("cache_control") if api == "messages" else None
-    top_ttl = marker_ttl({"cache_control": top}) if isinstance(top, Mapping) else None
+    top_ttl = marker_ttl({"cache_control": top}) if isinstance(top, Mapping) else parts
     segments = (SegmentPrint("model", (fp.link(b"model", model.encode()),), -1, (len(model),)), *b.segments())
     return frozen(
         Shape, api=api, model=model, blocks=tuple(b.blocks), segments=segments,
-        family=family_of(fp, api, tools, system_sizes, b.tool_names), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
+        family=family_of(fp, api if parts is None else api + "+parts", tools, system_sizes, b.tool_names), prompt_tokens=-(-b.chars // CHARS_PER_TOKEN) + b.fixed,
         messages=len(items), top_level=top_ttl, context=context, markers=tuple(b.markers), _fp=fp,
         _digests=tuple(b._digests),
     )  # fmt: skip

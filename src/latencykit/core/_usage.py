@@ -159,6 +159,10 @@ def apply_openai_responses_usage(rec: CallRecord, usage: Any) -> None:
         write = _int(getattr(details, "cache_write_tokens", None))
         if write is not None:
             rec.cache_write_tokens = write
+        by_ttl = _field(details, "cache_write_tokens_details")  # GPT-5.6+: the 12-hour part (a dict on SDKs before 3.60)
+        long_ttl = _int(_field(by_ttl, "ttl_12h_tokens")) if by_ttl is not None else None
+        if long_ttl:
+            rec.extra["cache_write_12h_tokens"] = long_ttl
     out_details = getattr(usage, "output_tokens_details", None)
     if out_details is not None:
         rec.reasoning_tokens = _int(getattr(out_details, "reasoning_tokens", None))

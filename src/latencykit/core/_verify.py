@@ -26,7 +26,7 @@ __all__ = [
     "Expectation", "expect_anthropic", "expect_openai", "judge", "VERDICTS", "MISS_REASONS",
     "HIT", "PARTIAL", "WRITE", "EXPECTED_MISS", "UNEXPECTED_MISS", "NOT_REPORTED",
     "PREFIX_CHANGED", "TTL_EXPIRED", "BELOW_MINIMUM", "BEYOND_LOOKBACK", "MARKER_LIMIT",
-    "NOT_CHANGED_LOCALLY", "NO_BREAKPOINT", "HIT_TOLERANCE",
+    "NOT_CHANGED_LOCALLY", "NO_BREAKPOINT", "OUTSIDE_WINDOW", "HIT_TOLERANCE",
 ]  # fmt: skip
 
 HIT = "hit"
@@ -52,7 +52,11 @@ NOT_CHANGED_LOCALLY = "not_changed_locally"
 """Nothing changed here: the entry was evicted, or the request reached another replica."""
 NO_BREAKPOINT = "no_breakpoint"
 """The request carried no breakpoint (caching off, nothing markable)."""
-MISS_REASONS = (PREFIX_CHANGED, TTL_EXPIRED, BELOW_MINIMUM, BEYOND_LOOKBACK, MARKER_LIMIT, NOT_CHANGED_LOCALLY, NO_BREAKPOINT)
+OUTSIDE_WINDOW = "outside_window"
+"""OpenAI (GPT-5.6+): a cached prefix exists, but not among the latest 80 breakpoints matching considers."""
+MISS_REASONS = (
+    PREFIX_CHANGED, TTL_EXPIRED, BELOW_MINIMUM, BEYOND_LOOKBACK, MARKER_LIMIT, NOT_CHANGED_LOCALLY, NO_BREAKPOINT, OUTSIDE_WINDOW,
+)
 """Every ``CallRecord.cache_miss_reason`` value (see docs/caching.md)."""
 
 HIT_TOLERANCE = 0.8
@@ -170,7 +174,7 @@ def judge(exp: Expectation, read: Optional[int], write: Optional[int], implicit_
     if read > 0:
         if exp.expected_tokens and read < HIT_TOLERANCE * exp.expected_tokens:
             return PARTIAL, exp.reason or NOT_CHANGED_LOCALLY
-        if exp.reason in (PREFIX_CHANGED, TTL_EXPIRED, BEYOND_LOOKBACK, MARKER_LIMIT):
+        if exp.reason in (PREFIX_CHANGED, TTL_EXPIRED, BEYOND_LOOKBACK, MARKER_LIMIT, OUTSIDE_WINDOW):
             return PARTIAL, exp.reason
         return HIT, None
     if exp.expected_tokens > 0:

@@ -9,8 +9,8 @@ caches nothing; `PromptCache` (the emulator's default) implements the providers'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
 
 __all__ = ["CacheModel", "CacheResult", "Provider"]
 
@@ -25,6 +25,12 @@ class CacheResult:
     written_tokens: int = 0
     written_1h_tokens: int = 0
     """The part of ``written_tokens`` written with a 1-hour TTL (Anthropic ``ephemeral_1h``)."""
+    written_12h_tokens: int = 0
+    """The part of ``written_tokens`` written with a 12-hour TTL (OpenAI GPT-5.6+ ``ttl_12h_tokens``)."""
+    reports_writes: bool = False
+    """OpenAI GPT-5.6+: usage reports ``cache_write_tokens`` even when 0 (writes are billed)."""
+    fingerprint: Optional[Any] = field(default=None, compare=False, repr=False)
+    """What the cache model keeps of the request for later diagnostics (OpenAI Responses, GPT-5.6+)."""
 
 
 class CacheModel:

@@ -32,7 +32,7 @@ _FINISH = {"end": "stop", "length": "length", "tool": "tool_calls"}
 def chat_usage(plan: GenerationPlan) -> dict[str, Any]:
     """Chat Completions usage; `prompt_tokens` includes cached tokens, as in the real API."""
     details: dict[str, Any] = {"cached_tokens": plan.cache.cached_tokens, "audio_tokens": 0}
-    if plan.cache.written_tokens:
+    if plan.cache.written_tokens or plan.cache.reports_writes:
         details["cache_write_tokens"] = plan.cache.written_tokens
     return {
         "prompt_tokens": plan.prompt_tokens,

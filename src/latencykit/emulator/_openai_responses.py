@@ -12,10 +12,12 @@ object the terminal event carries.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ._cache import Provider
 from ._errors import BadRequest, openai_error
+from ._openai_cache_rules import response_fields, write_details
 from ._openai_chat import forced_function
 from ._overrides import RequestOverrides
 from ._plan import structured_output_schema, GenerationPlan, Unit, group_units, plan_request
@@ -37,6 +39,7 @@ class _Formatter:
         self.state = state
         self.seed = state.seed
         self.id = "resp_" + make_hex_id(state.seed, plan.key, "resp", 50)
+        self.cache_fields = response_fields(state.cache_model, body, plan.cache, self.id)  # GPT-5.6+ options and diagnostics
         self.created = state.timestamp()
         self._seq = 0
         self._open: int | None = None
@@ -77,6 +80,7 @@ class _Formatter:
                 "input_tokens": plan.prompt_tokens,
                 "input_tokens_details": {
                     "cached_tokens": plan.cache.cached_tokens, "cache_write_tokens": plan.cache.written_tokens,
+                    **write_details(plan.cache),
                 },
                 "output_tokens": plan.output_tokens,
                 "output_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
@@ -98,7 +102,7 @@ class _Formatter:
             "text": {"format": {"type": "text"}, "verbosity": "medium"},
             "tool_choice": req.get("tool_choice", "auto"), "tools": [_tool(t) for t in req.get("tools") or []],
             "top_logprobs": 0, "top_p": req.get("top_p", 1.0), "truncation": "disabled",
-            "usage": usage, "user": None, "metadata": req.get("metadata") or {},
+            "usage": usage, "user": None, "metadata": req.get("metadata") or {}, **self.cache_fields,
         }  # fmt: skip
 
     def _open_item(self, index: int) -> list[bytes]:
@@ -241,6 +245,8 @@ class ResponsesAPI:
             body.get("tools"), body.get("tool_choice"), overrides, lambda v: v.get("name"), lambda v: v.get("parameters")
         )
         text = body.get("text")
+        if isinstance(body.get("prompt_cache_options"), Mapping) and body["prompt_cache_options"].get("prewarm") is True:
+            overrides = replace(overrides, output_tokens=0)  # prewarm: fill the cache, generate nothing
         plan = plan_request(
             self.name, body, overrides, state, cap=cap, tool=tool, tool_id_prefix="call_",
             json_schema=structured_output_schema(text.get("format") if isinstance(text, Mapping) else None),

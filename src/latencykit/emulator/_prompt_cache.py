@@ -10,6 +10,8 @@ restart on every hit; writes are reported per TTL in ``cache_creation``.
 OpenAI (api-facts §3): prompts of at least 1024 tokens are cached automatically; hits grow
 in 128-token steps; requests are routed by ``prompt_cache_key`` plus a hash of the first
 ~256 tokens, so a different key (another machine) misses; writes are free and reported as 0.
+From GPT-5.6 on, explicit breakpoints, modes, TTLs and the 80-breakpoint window instead
+(`_openai_cache_rules`).
 
 Capacity is bounded (LRU over entries of both providers). Time is ``clock() + advanced``
 seconds, so tests can expire entries with `advance` instead of sleeping.
@@ -28,12 +30,14 @@ from typing import Any, Callable, Optional
 
 from ..core._cache_facts import (
     LOOKBACK_BLOCKS, MAX_MARKERS, OPENAI_INCREMENT, OPENAI_MIN_TOKENS, OPENAI_ROUTING_TOKENS, OPENAI_TTL_SECONDS,
-    min_cacheable_tokens, ttl_seconds,
+    accepts_breakpoints, min_cacheable_tokens, ttl_seconds,
 )  # fmt: skip
 from ..core._segments import is_markable as _markable
 from ..core._segments import marker_ttl as _ttl
 from ._cache import CacheModel, CacheResult, Provider
 from ._errors import BadRequest
+from ._openai_cache_rules import Fingerprint
+from ._openai_cache_rules import lookup as breakpoint_lookup
 from ._text import IMAGE_TOKENS, PER_MESSAGE_TOKENS, PER_REQUEST_TOKENS
 
 __all__ = ["PromptCache"]
@@ -83,6 +87,8 @@ class PromptCache(CacheModel):
         self.min_tokens = dict(min_tokens or {})
         self._entries: OrderedDict[bytes, tuple[float, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self.responses: OrderedDict[str, Fingerprint] = OrderedDict()
+        """OpenAI Responses (GPT-5.6+) served, by id, for ``comparison_response_id`` diagnostics."""
 
     def now(self) -> float:
         """Cache time: the clock plus everything `advance` added."""
@@ -196,6 +202,8 @@ class PromptCache(CacheModel):
     # -- OpenAI -----------------------------------------------------------------------------
 
     def _openai(self, provider: Provider, body: Mapping[str, Any], prompt_tokens: int) -> CacheResult:
+        if accepts_breakpoints(str(body.get("model"))):
+            return breakpoint_lookup(self, provider, body, prompt_tokens)
         if prompt_tokens < OPENAI_MIN_TOKENS:
             return CacheResult()
         parts = [json.dumps(t, sort_keys=True) for t in body.get("tools") or []]

@@ -25,7 +25,8 @@ _IMAGE_TYPES = frozenset({"image", "image_url", "input_image", "document", "inpu
 _ALPHANUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _HEX = "0123456789abcdef"
 # Request fields that change the transport or the cache routing, not the answer.
-_TRANSPORT_FIELDS = ("stream", "stream_options", "prompt_cache_key", "cache_control")
+_TRANSPORT_FIELDS = ("stream", "stream_options", "prompt_cache_key", "cache_control", "prompt_cache_options")
+_MARKERS = frozenset({"cache_control", "prompt_cache_breakpoint"})
 
 VOCABULARY = (
     "the", "model", "stream", "token", "latency", "cache", "prompt", "server", "batch", "decode",
@@ -80,18 +81,18 @@ def count_tokens(body: Mapping[str, Any]) -> int:
 
 
 def request_key(body: Mapping[str, Any]) -> str:
-    """Hex digest of the canonical request, ignoring streaming, cache keys and ``cache_control`` markers."""
+    """Hex digest of the canonical request, ignoring streaming, cache keys and options and cache markers."""
     canonical = {k: _unmarked(v) for k, v in body.items() if k not in _TRANSPORT_FIELDS}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _unmarked(value: Any) -> Any:
-    """``value`` without ``cache_control`` keys (a marker changes caching, not the answer)."""
+    """``value`` without ``cache_control`` / ``prompt_cache_breakpoint`` keys (a marker changes caching, not the answer)."""
     if isinstance(value, list):
         return [_unmarked(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+        return {k: _unmarked(v) for k, v in value.items() if k not in _MARKERS}
     return value
 
 

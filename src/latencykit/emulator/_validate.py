@@ -5,7 +5,8 @@ Only shapes the real services are known to reject, with their wording where it i
 "messages.0.role: Input should be ..."), so a client bug shows up against the emulator as
 it would in production: an empty ``messages`` list, an unknown role, an empty message
 before the last one (Anthropic), out-of-range token limits or (OpenAI) ``temperature``, and a
-``max_tokens: 0`` cache pre-warm sent as a stream (Anthropic). The per-API ``prepare``
+``max_tokens: 0`` cache pre-warm sent as a stream (Anthropic), and OpenAI prompt-cache fields a model
+or an API does not take (`_openai_cache_rules`). The per-API ``prepare``
 functions check the remaining field types.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._errors import BadRequest
+from ._openai_cache_rules import check_cache_fields
 
 __all__ = ["check_request"]
 
@@ -124,3 +126,5 @@ def check_request(api: str, body: Mapping[str, Any]) -> None:
     check = _CHECKS.get(api)
     if check is not None:
         check(body)
+        if api != "anthropic":
+            check_cache_fields(api, body)  # type: ignore[arg-type]

@@ -3,8 +3,8 @@
 It is the ``Settings.planner`` of a client (``lk.Anthropic(cache="auto" | "off" | policy |
 strategy)``): before each call it parses the request (`core._segments`), learns which
 segments change (`core._learn`), lets the breakpoint strategy choose markers within the
-budget (`core._breakpoints`) or derives an OpenAI ``prompt_cache_key``, and predicts the
-cache read from the `Ledger` (`core._verify`). The returned finish hook fills the record's
+budget (`core._breakpoints`; OpenAI GPT-5.6+ breakpoints in `_caching_openai`) or derives an
+OpenAI ``prompt_cache_key``, and predicts the cache read from the `Ledger` (`core._verify`). The returned finish hook fills the record's
 ``cache_expected_tokens`` / ``cache_verdict`` / ``cache_miss_reason``, updates the ledger
 and warns (rate-limited, on the ``latencykit`` logger) about unexpected misses.
 Nothing here raises into the call: odd shapes are sent as given.
@@ -16,12 +16,16 @@ import logging
 import operator
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import compress, repeat
 from typing import Any, Callable, Literal, Optional, Union
 
 from ..core._breakpoints import BreakpointPlanner, PlanContext, Strategy, apply_markers, plan_markers
-from ..core._cache_facts import OPENAI_MIN_TOKENS, OPENAI_TTL_SECONDS, min_cacheable_tokens, ttl_seconds
+from ..core._cache_facts import (
+    OPENAI_BREAKPOINT_TTLS, OPENAI_DEFAULT_TTL, OPENAI_MIN_TOKENS, OPENAI_TTL_SECONDS, TTL_SECONDS, accepts_breakpoints,
+    min_cacheable_tokens, ttl_seconds,
+)  # fmt: skip
 from ..core._learn import Change, Families
 from ..core._ledger import Ledger
 from ..core._record import CallRecord
@@ -30,6 +34,7 @@ from ..core._tokens import CHARS_PER_TOKEN, PER_MESSAGE_TOKENS, PER_REQUEST_TOKE
 from ..core._verify import (
     BELOW_MINIMUM, NOT_CHANGED_LOCALLY, PARTIAL, PREFIX_CHANGED, UNEXPECTED_MISS, Expectation, expect_anthropic, expect_openai, judge,
 )
+from ._caching_openai import plan_breakpoint_call, request_options
 from ._calls import Finish, given
 
 __all__ = ["CacheOption", "CachePolicy", "resolve_cache"]
@@ -50,10 +55,17 @@ class CachePolicy:
     ``ledger``: share one `Ledger` between clients. ``secret``: key for fingerprints and
     derived cache keys (default ``$LATENCYKIT_CACHE_SECRET`` or per process); processes
     sharing a secret derive the same keys. ``estimator``: block → ``(characters, fixed
-    tokens)``. ``diagnostics``: ask Anthropic's cache diagnostics for a ``cache_miss_reason``
-    of its own (recorded in ``record.extra``). ``warn_every``: seconds between
-    unexpected-miss warnings. ``clock``: monotonic seconds, injectable for tests.
+    tokens)``. ``diagnose`` (or ``diagnostics``): ask the server's own cache verdict —
+    Anthropic's cache diagnostics, OpenAI Responses' ``comparison_response_id`` (GPT-5.6+) against
+    the family's previous response — recorded in ``record.server_cache_miss_reason``.
+    ``ttl``: the lifetime of the breakpoints latencykit places: ``"1h"`` (Anthropic; ``"5m"``
+    the default) or ``"12h"`` (OpenAI GPT-5.6+; ``"30m"`` the default); the other provider's
+    calls keep their default. ``warn_every``: seconds between unexpected-miss warnings.
+    ``clock``: monotonic seconds, injectable for tests.
     """
+
+    takes_url = True
+    """The client passes its base URL (``url=``): a server that rejects OpenAI breakpoints is remembered by it."""
 
     def __init__(
         self,
@@ -65,6 +77,8 @@ class CachePolicy:
         secret: Optional[bytes] = None,
         estimator: Optional[Callable[[Any], tuple[int, int]]] = None,
         diagnostics: bool = False,
+        diagnose: bool = False,
+        ttl: Optional[str] = None,
         warn_every: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -83,7 +97,10 @@ class CachePolicy:
         if isinstance(warn_every, bool) or not isinstance(warn_every, (int, float)) or not 0 <= warn_every < float("inf"):
             raise ValueError(f"warn_every must be a number of seconds >= 0, got {warn_every!r}")
         self.ledger = ledger if ledger is not None else Ledger(clock=clock)
-        self.diagnostics = diagnostics
+        if ttl is not None and ttl not in TTL_SECONDS and ttl not in OPENAI_BREAKPOINT_TTLS:
+            raise ValueError(f"ttl must be None, '5m', '1h' (Anthropic), '30m' or '12h' (OpenAI), got {ttl!r}")
+        self.diagnostics = bool(diagnostics or diagnose)
+        self.ttl = ttl
         self.warn_every = warn_every
         self.clock = clock
         self._fp = Fingerprinter(secret)
@@ -93,6 +110,10 @@ class CachePolicy:
         self._last_warning = float("-inf")
         self._suppressed = 0
         self._last_message_id: dict[bytes, str] = {}
+        self._rejected: set[str] = set()
+        """Base URLs whose server answered 400 to the OpenAI breakpoint fields: sent as before there."""
+        self._writers: OrderedDict[bytes, CallRecord] = OrderedDict()
+        """Prefix written → the record of the call that wrote it, until a later call reads it."""
 
     @property
     def mode(self) -> str:
@@ -106,15 +127,19 @@ class CachePolicy:
 
     # -- the planner seam -----------------------------------------------------------------
 
-    def __call__(self, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Optional[Finish]]:
-        """Plan one request: ``(kwargs to send, finish hook)``; the caller's ``kwargs`` are never mutated."""
+    def __call__(self, api: str, kwargs: dict[str, Any], url: Any = None) -> tuple[dict[str, Any], Optional[Finish]]:
+        """Plan one request: ``(kwargs to send, finish hook)``; the caller's ``kwargs`` are never mutated.
+
+        ``url``: the client's base URL (where OpenAI breakpoints were rejected, none are sent).
+        """
         if api not in _APIS:
             return kwargs, None
         short = self._too_short(api, kwargs)
         if short is not None:
             return kwargs, short
+        parts = self._breakpoint_ttl(api, kwargs, url)
         try:
-            shape = parse(api, kwargs, self._fp, self._estimate)
+            shape = parse(api, kwargs, self._fp, self._estimate, parts)
         except Unsupported as exc:
             logger.debug("latencykit: not planning the prompt cache for this request (%s)", exc)
             return kwargs, None
@@ -125,10 +150,51 @@ class CachePolicy:
             _warn_dynamic(learned.newly_dynamic)
         if api == "messages":
             sent, finish, furthest = self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+        elif parts is not None:
+            sent, finish, furthest = plan_breakpoint_call(self, shape, kwargs, learned, now, str(url))
         else:
             sent, finish, furthest = self._plan_openai(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
         self._families.marked(shape, furthest, learned, text)
         return sent, finish
+
+    def _breakpoint_ttl(self, api: str, kwargs: Mapping[str, Any], url: Any) -> Optional[str]:
+        """The request-level TTL when this OpenAI call takes breakpoints (GPT-5.6+, a server that
+        has not rejected them), else ``None``."""
+        if api == "messages" or not accepts_breakpoints(kwargs.get("model") if isinstance(kwargs.get("model"), str) else None):
+            return None
+        if self._rejected and str(url) in self._rejected:
+            return None
+        ttl = request_options(kwargs).get("ttl")
+        if ttl in OPENAI_BREAKPOINT_TTLS:
+            return str(ttl)
+        return "12h" if self.ttl == "12h" and api == "responses" else OPENAI_DEFAULT_TTL
+
+    def reject(self, url: str) -> None:
+        """The server at ``url`` refused the OpenAI breakpoint fields: plan its calls as before from now on."""
+        if url not in self._rejected:
+            logger.info("latencykit: %s does not take OpenAI prompt-cache breakpoints; sending its requests without them", url)
+        self._rejected.add(url)
+
+    def note_writes(self, rec: CallRecord, writes: list[tuple[bytes, float]], fresh: list[bytes], read_at: Optional[bytes]) -> None:
+        """After a call that used the cache: ``writes`` (prefix, TTL) into the ledger; ``fresh``: the
+        prefixes it wrote beyond what it read; ``read_at``: the prefix it read (its writer was read back)."""
+        self.ledger.write_many(writes, self.clock())
+        with self._warn_lock:
+            writers = self._writers
+            if read_at is not None:
+                writer = writers.pop(read_at, None)
+                if writer is not None and writer is not rec:
+                    writer.extra["cache_write_read_back"] = True
+            if (rec.cache_write_tokens or 0) > 0 and fresh:
+                rec.extra.setdefault("cache_write_read_back", False)
+                for prefix in fresh:
+                    writers[prefix] = rec
+                    writers.move_to_end(prefix)
+                while len(writers) > _WRITERS:
+                    writers.popitem(last=False)
+
+    def log_strategy_failure(self) -> None:
+        logger.debug("latencykit: the breakpoint strategy failed; no markers added", exc_info=True)
 
     def _too_short(self, api: str, kwargs: dict[str, Any]) -> Optional[Finish]:
         """The finish hook of a request too short for any cache to hold, or ``None``.
@@ -169,8 +235,8 @@ class CachePolicy:
             try:
                 wanted = list(self.strategy(frozen(PlanContext, shape=shape, min_tokens=mins, dynamic=dynamic, written=written)))
             except Exception:
-                logger.debug("latencykit: the breakpoint strategy failed; no markers added", exc_info=True)
-        plan = plan_markers(shape, wanted)
+                self.log_strategy_failure()
+        plan = plan_markers(shape, wanted, self.ttl if self.ttl in TTL_SECONDS else None)
         sent = apply_markers(kwargs, shape, plan.added) if plan.added else kwargs
         exp = expect_anthropic(
             shape, states, plan.markers, mins, change=change, previous_marked=previous, limited=plan.limited
@@ -184,7 +250,9 @@ class CachePolicy:
             if rec.response_id and self.diagnostics:
                 self._last_message_id[shape.family] = rec.response_id
             if (rec.cache_read_tokens or 0) + (rec.cache_write_tokens or 0) > 0:
-                self.ledger.write_many([(prefixes[p], ttl_seconds(ttl)) for p, ttl in kept], self.clock())
+                read_at = prefixes[exp.read_block] if exp.read_block >= 0 and rec.cache_read_tokens else None
+                fresh = [prefixes[p] for p, _ in kept if p > exp.read_block]
+                self.note_writes(rec, [(prefixes[p], ttl_seconds(ttl)) for p, ttl in kept], fresh, read_at)
 
         return sent, finish, max((p for p, _ in kept), default=-1)
 
@@ -271,6 +339,8 @@ class CachePolicy:
         )  # fmt: skip
 
 
+_WRITERS = 4096
+"""Unread writes whose writer record is remembered (to mark it read back when a later call reads it)."""
 _MAX_PLAIN_MESSAGES = 64
 _PLAIN_OPTIONS = frozenset(
     {

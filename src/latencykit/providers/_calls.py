@@ -30,6 +30,7 @@ __all__ = [
     "in_flight",
     "sdk_client",
     "attempts",
+    "PREPLANNED",
 ]
 
 T = TypeVar("T")
@@ -41,6 +42,8 @@ Planner = Callable[[str, dict[str, Any]], tuple[dict[str, Any], Optional[Finish]
 """Request planning: ``(api, kwargs) -> (kwargs to send, finish hook)``; never mutates ``kwargs``."""
 
 _RAW_HEADER = "x-stainless-raw-response"
+PREPLANNED: ContextVar[Optional[Finish]] = ContextVar("latencykit_preplanned", default=None)
+"""Set by ``client.latency.prewarm``: the next call on this thread / task is sent as given, with this finish hook."""
 
 
 @dataclass
@@ -58,6 +61,8 @@ class Settings:
     """Where spans and metrics go; ``None`` turns them off for this client."""
     semantic: Optional[AnswerHook] = None
     """An answer hook (a `latencykit.SemanticCache`) in front of this client's model calls; ``None`` (default) for none."""
+    view: Any = field(default=None, init=False, repr=False, compare=False)
+    """What ``client.latency`` returns (a `ClientLatency` of ``recorder``), made at first use."""
 
     def emit(self, rec: CallRecord, timer: CallTimer) -> None:
         """Hand a finished record to its destinations: the span and metrics, then the Recorder."""
@@ -149,10 +154,16 @@ def prepare(client: Any, api: str, kwargs: dict[str, Any]) -> tuple[dict[str, An
 
     A planner failure is logged and the request is sent exactly as the caller wrote it.
     """
+    preplanned = PREPLANNED.get()
+    if preplanned is not None:  # a cache pre-warm: planned already, and not to be learned from
+        PREPLANNED.set(None)
+        return kwargs, preplanned
     planner: Optional[Planner] = client._lk.planner
     if planner is None:
         return kwargs, None
     try:
+        if getattr(planner, "takes_url", False):  # a CachePolicy: it remembers servers that reject OpenAI breakpoints
+            return planner(api, kwargs, url=client.base_url)  # type: ignore[call-arg]
         return planner(api, kwargs)
     except Exception:
         logger.debug("latencykit: request planning failed; sending the request as given", exc_info=True)

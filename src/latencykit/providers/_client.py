@@ -28,6 +28,7 @@ from ..telemetry._otel import Telemetry, default_telemetry
 from ._caching import resolve_cache
 from ._calls import Settings
 from ._http import Endpoints, async_request, sync_request
+from ._prewarm import ClientLatency
 
 __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "LatencyClientOptions"]
 
@@ -59,7 +60,7 @@ def _check_recorder(recorder: Any) -> Recorder:
         return Recorder()
     if not isinstance(recorder, Recorder):
         raise ValueError(f"recorder must be a latencykit.Recorder, got {recorder!r}")
-    return recorder
+    return recorder.recorder if isinstance(recorder, ClientLatency) else recorder
 
 
 def _check_telemetry(telemetry: Any) -> Optional[Telemetry]:
@@ -123,10 +124,14 @@ def _copy_client(self: Any, *args: Any, **kwargs: Any) -> Any:
     return new
 
 
-def _latency(self: Any) -> Recorder:
-    """This client's `Recorder`: ``.last``, ``.calls``, ``.summary()``, ``.cache_report()``."""
-    recorder: Recorder = self._lk.recorder
-    return recorder
+def _latency(self: Any) -> ClientLatency:
+    """This client's `Recorder`: ``.last``, ``.calls``, ``.summary()``, ``.cache_report()``, ``.prewarm()``."""
+    settings = self._lk
+    view: Optional[ClientLatency] = settings.view
+    if view is None:
+        view = settings.view = ClientLatency(settings.recorder, self)
+    view._client = self  # copy() / with_options() share the view: prewarm through the client that asked
+    return view
 
 
 _classes: dict[type, type] = {}

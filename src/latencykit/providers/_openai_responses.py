@@ -13,6 +13,7 @@ from typing import Any, Optional
 import openai
 from openai.resources.responses import AsyncResponses, Responses
 
+from ..core._diagnosis import read_openai_diagnostics
 from ..core._errors import EndedEarly, PartialOutput
 from ..core._record import CallRecord
 from ..core._timing import REASONING_SUMMARY, REASONING_TEXT, CallTimer
@@ -20,6 +21,7 @@ from ..core._usage import apply_openai_responses_usage
 from ._calls import apassthrough, passthrough, prepare, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
 from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, begin_call, create_call, enter_helper
+from ._openai_call import aguarded, guarded
 from ._tap import Tap
 
 __all__ = ["ResponsesTap", "ResponseAccumulator", "RESPONSES", "ObservedResponses", "AsyncObservedResponses", "on_response"]
@@ -131,6 +133,7 @@ def on_response(rec: CallRecord, response: Any) -> None:
     rec.response_model = getattr(response, "model", None)
     rec.response_id = getattr(response, "id", None)
     apply_openai_responses_usage(rec, getattr(response, "usage", None))
+    read_openai_diagnostics(rec, response)
     status = getattr(response, "status", None)
     details = getattr(response, "incomplete_details", None)
     reason = getattr(details, "reason", None) if details is not None else None
@@ -199,7 +202,7 @@ class ObservedResponses(Responses):
             return super().parse(**kwargs)
         kwargs, finish = prepare(self._client, "responses", kwargs)
         timer = begin_call(self._client, "responses", "parse", kwargs, PARSE_NOT_STREAMED, finish)
-        return passthrough(timer, lambda: super(ObservedResponses, self).parse(**kwargs), on_response)
+        return passthrough(timer, guarded(self._client, finish, timer, super().parse, kwargs), on_response)
 
 
 class AsyncObservedResponses(AsyncResponses):
@@ -218,4 +221,4 @@ class AsyncObservedResponses(AsyncResponses):
             return await super().parse(**kwargs)
         kwargs, finish = prepare(self._client, "responses", kwargs)
         timer = begin_call(self._client, "responses", "parse", kwargs, PARSE_NOT_STREAMED, finish)
-        return await apassthrough(timer, lambda: super(AsyncObservedResponses, self).parse(**kwargs), on_response)
+        return await apassthrough(timer, aguarded(self._client, finish, timer, super().parse, kwargs), on_response)

@@ -3,7 +3,11 @@
 Hit rates are aggregated the way anchors §8 asks: by tokens as ``sum(read) / sum(input)``
 (not a mean of per-call ratios) and by calls, over calls whose server *reported* cache
 usage; calls that reported nothing are counted apart, never as 0 %. Estimated savings are
-in base-input-token equivalents, from the multipliers in ``core._cache_facts``.
+in base-input-token equivalents, from the per-model multipliers in ``core._cache_facts``
+(`cache_prices`: Anthropic writes 1.25× / 2×, OpenAI GPT-5.6+ writes 1.25×, reads 0.1×), so
+they are negative when writes are never read. Writes no later call read back (the policy marks
+a writer's record ``extra["cache_write_read_back"]`` False, then True when one does) and calls where the
+server's own cache verdict disagrees with latencykit's (`core._diagnosis`) are counted.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from ..core._cache_facts import PRICE_MULTIPLIERS
+from collections.abc import Mapping
+
+from ..core._cache_facts import cache_prices
+from ..core._diagnosis import diagnosis_agrees
 from ..core._record import CallRecord
 from ..core._verify import HIT, PARTIAL
 
@@ -36,7 +43,7 @@ class CacheReport:
     hit_rate_tokens: Optional[float]
     hit_rate_calls: Optional[float]
     saved_tokens: float
-    """Input-token equivalents saved: reads at 0.1× minus the write premiums (1.25× / 2×)."""
+    """Input-token equivalents saved: reads at 0.1× minus the write premiums (Anthropic 1.25× / 2×; OpenAI GPT-5.6+ 1.25×)."""
     saved_share: Optional[float]
     """``saved_tokens`` / input tokens: the share of the uncached input cost saved."""
     verdicts: dict[str, int] = field(default_factory=dict)
@@ -49,6 +56,14 @@ class CacheReport:
     semantic_hits: int = 0
     """Calls answered from the semantic response cache; they are left out of every other field here
     (their usage is the stored call's, not a prompt-cache read)."""
+    tokens_written_unread: Optional[int] = None
+    """Of ``tokens_written``, those of calls whose writes no later call (of the same policy) read back, so far."""
+    write_premium_tokens: float = 0.0
+    """What the writes cost beyond the plain input price, in input-token equivalents (0.25× per 5m / 30m write token)."""
+    diagnosed: int = 0
+    """Calls with a server cache verdict to compare (``server_cache_miss_reason``: a hit or a named miss)."""
+    diagnosis_disagreements: int = 0
+    """Of those, calls where the server's verdict and latencykit's disagree (`core._diagnosis.diagnosis_agrees`)."""
 
     @property
     def semantic_hit_rate(self) -> Optional[float]:
@@ -76,6 +91,14 @@ class CacheReport:
             ("tokens read / written", f"{self.tokens_read:,} / {self._written()}"),
             ("input tokens", f"{self.input_tokens:,}"),
             ("est. input cost saved", f"{self.saved_tokens:,.0f} token-equivalents ({pct(self.saved_share)})"),
+        ]
+        if self.write_premium_tokens:
+            rows.append(("write premium paid", f"{self.write_premium_tokens:,.0f} token-equivalents"))
+        if self.tokens_written_unread:
+            rows.append(("written, not read back (yet)", f"{self.tokens_written_unread:,} tokens"))
+        if self.diagnosed:
+            rows.append(("server diagnoses (disagree)", f"{self.diagnosed} ({self.diagnosis_disagreements})"))
+        rows += [
             ("verdicts", ", ".join(f"{k} {v}" for k, v in self.verdicts.items()) or "-"),
         ]
         for reason, count in self.miss_reasons[:5]:
@@ -90,7 +113,7 @@ class CacheReport:
         if self.writes_unknown:
             n = self.writes_unknown
             return (f"{self.tokens_written:,} (+ writes not reported by {n} call{'s' if n != 1 else ''}: "
-                    "OpenAI and llama.cpp report cache reads only)")  # fmt: skip
+                    "OpenAI before GPT-5.6 and llama.cpp report cache reads only)")  # fmt: skip
         return f"{self.tokens_written:,}"
 
     def __str__(self) -> str:
@@ -109,8 +132,9 @@ def _hit(r: CallRecord) -> bool:
     return (r.cache_read_tokens or 0) > 0
 
 
-def cache_report(records: Iterable[CallRecord]) -> CacheReport:
-    """Build a `CacheReport` from ``records``."""
+def cache_report(records: Iterable[CallRecord], prices: Optional[Mapping[str, Mapping[str, float]]] = None) -> CacheReport:
+    """Build a `CacheReport` from ``records``; ``prices``: model-name substring → ``read`` / ``write_5m`` /
+    ``write_1h`` multipliers of the base input price, over the built-in ones (`core._cache_facts.cache_prices`)."""
     recs = list(records)
     semantic = [r.semantic_hit for r in recs if r.semantic_hit is not None]
     # A semantic hit replays a stored answer: its usage is not a prompt-cache read of this call.
@@ -123,12 +147,18 @@ def cache_report(records: Iterable[CallRecord]) -> CacheReport:
     # A call hit when its read meant something (the verdict says; see judge()): llama.cpp's few
     # reused template tokens on a cold prompt are a read of tokens, not a hit of a call.
     hits = sum(1 for r in reporting if _hit(r))
-    saved = 0.0
+    saved = premium = 0.0
+    unread = 0
     for r in reporting:
-        m = PRICE_MULTIPLIERS.get(r.provider, PRICE_MULTIPLIERS["openai"])
-        w1h = int(r.extra.get("cache_write_1h_tokens") or 0)
+        m = cache_prices(r.provider, r.response_model or r.request_model, prices)
+        w1h = int(r.extra.get("cache_write_1h_tokens") or r.extra.get("cache_write_12h_tokens") or 0)
         w5m = max((r.cache_write_tokens or 0) - w1h, 0)
-        saved += (r.cache_read_tokens or 0) * (1 - m["read"]) - w5m * (m["write_5m"] - 1) - w1h * (m["write_1h"] - 1)
+        cost = w5m * (m["write_5m"] - 1) + w1h * (m["write_1h"] - 1)
+        premium += cost
+        saved += (r.cache_read_tokens or 0) * (1 - m["read"]) - cost
+        if r.extra.get("cache_write_read_back") is False:  # a policy tracked this write and no later call read it
+            unread += r.cache_write_tokens or 0
+    agreement = [a for a in map(diagnosis_agrees, recs) if a is not None]
     verdicts = Counter(r.cache_verdict for r in recs if r.cache_verdict)
     reasons: Counter[str] = Counter()
     for r in recs:
@@ -143,4 +173,6 @@ def cache_report(records: Iterable[CallRecord]) -> CacheReport:
         verdicts=dict(verdicts.most_common()), miss_reasons=reasons.most_common(),
         writes_unknown=len(reporting) - len(known_writes),
         semantic_lookups=len(semantic), semantic_hits=sum(semantic),
+        tokens_written_unread=unread if written is not None else None, write_premium_tokens=premium,
+        diagnosed=len(agreement), diagnosis_disagreements=agreement.count(False),
     )  # fmt: skip

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..core._record import CallRecord
 from . import _export
@@ -226,15 +226,29 @@ class Recorder:
         """The retained records as a ``pandas.DataFrame``, one row per call (``pip install "latencykit[pandas]"``)."""
         return _export.to_dataframe(self.calls)
 
-    def cache_report(self, *, provider: Optional[str] = None, model: Optional[str] = None) -> CacheReport:
-        """Cache hit rate by tokens and by calls, tokens read and written, cost saved, verdicts, top miss reasons."""
+    def cache_report(
+        self, *, provider: Optional[str] = None, model: Optional[str] = None, prices: Optional[Mapping[str, Mapping[str, float]]] = None
+    ) -> CacheReport:
+        """Cache hit rate by tokens and by calls, tokens read and written, cost saved, verdicts, top miss reasons.
+
+        ``prices``: model-name substring → cache price multipliers (``read``, ``write_5m``, ``write_1h``)
+        over the built-in ones, e.g. ``{"gpt-5.6": {"write_5m": 1.25}}``.
+        """
         recs = [
             r
             for r in self.calls
             if (provider is None or r.provider == provider)
             and (model is None or model in (r.request_model, r.response_model))
         ]
-        return cache_report(recs)
+        return cache_report(recs, prices)
+
+    def prewarm(self, **request: Any) -> Any:
+        """Fill the prompt cache with ``request``'s static prefix before the first real call.
+
+        Bound to a client: call it as ``client.latency.prewarm(**request)`` (see
+        ``docs/caching.md``); a Recorder of its own has no client to send through.
+        """
+        raise ValueError("prewarm needs a client to send through: call client.latency.prewarm(**request)")
 
     def __repr__(self) -> str:
         return f"<Recorder calls={len(self._calls)} total={self.total_calls}>"
