@@ -282,3 +282,17 @@ def test_ttl_1h_on_anthropic_marks_latencykits_markers_1h(cemu: Emulator) -> Non
     assert sent["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert rec is not None and rec.extra["cache_write_1h_tokens"] == rec.cache_write_tokens
     assert report.write_premium_tokens == pytest.approx(1.0 * (rec.cache_write_tokens or 0))
+
+
+def test_latency_is_the_recorder_given_and_prewarm_goes_through_the_asking_client(cemu: Emulator) -> None:
+    """``client.latency`` is the very Recorder passed as ``recorder=`` (DESIGN's contract), shared by two clients;
+    ``prewarm`` on it goes through the client whose ``.latency`` was asked for (its base URL, its policy)."""
+    shared = lk.Recorder()
+    request = shape_requests("agent", "responses", 1)[0]
+    with lk.OpenAI(base_url=cemu.base_url + "/v1", api_key="x", recorder=shared) as a, \
+            lk.OpenAI(base_url=cemu.base_url + "/v1", api_key="x", recorder=shared, cache=None) as b:  # fmt: skip
+        assert a.latency is shared and b.latency is shared and a.with_options(timeout=5).latency is shared
+        warm = a.latency.prewarm(**request)
+        assert warm is not None and shared.last is warm
+        with pytest.raises(ValueError, match="CachePolicy"):
+            b.latency.prewarm(**request)  # b plans nothing (cache=None): it says so, a is not used instead

@@ -61,8 +61,6 @@ class Settings:
     """Where spans and metrics go; ``None`` turns them off for this client."""
     semantic: Optional[AnswerHook] = None
     """An answer hook (a `latencykit.SemanticCache`) in front of this client's model calls; ``None`` (default) for none."""
-    view: Any = field(default=None, init=False, repr=False, compare=False)
-    """What ``client.latency`` returns (a `ClientLatency` of ``recorder``), made at first use."""
 
     def emit(self, rec: CallRecord, timer: CallTimer) -> None:
         """Hand a finished record to its destinations: the span and metrics, then the Recorder."""

@@ -19,16 +19,17 @@ from __future__ import annotations
 import copy as _copy
 import functools
 import inspect
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Union
 
-from ..telemetry._recorder import Recorder
+from ..telemetry._recorder import PREWARM_VIA, Recorder
 from ..core._retry import RetryPolicy
 from ..core._hooks import AnswerHook
 from ..telemetry._otel import Telemetry, default_telemetry
 from ._caching import resolve_cache
 from ._calls import Settings
 from ._http import Endpoints, async_request, sync_request
-from ._prewarm import ClientLatency
+from ._prewarm import prewarm
 
 __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "LatencyClientOptions"]
 
@@ -60,7 +61,7 @@ def _check_recorder(recorder: Any) -> Recorder:
         return Recorder()
     if not isinstance(recorder, Recorder):
         raise ValueError(f"recorder must be a latencykit.Recorder, got {recorder!r}")
-    return recorder.recorder if isinstance(recorder, ClientLatency) else recorder
+    return recorder
 
 
 def _check_telemetry(telemetry: Any) -> Optional[Telemetry]:
@@ -124,14 +125,13 @@ def _copy_client(self: Any, *args: Any, **kwargs: Any) -> Any:
     return new
 
 
-def _latency(self: Any) -> ClientLatency:
-    """This client's `Recorder`: ``.last``, ``.calls``, ``.summary()``, ``.cache_report()``, ``.prewarm()``."""
-    settings = self._lk
-    view: Optional[ClientLatency] = settings.view
-    if view is None:
-        view = settings.view = ClientLatency(settings.recorder, self)
-    view._client = self  # copy() / with_options() share the view: prewarm through the client that asked
-    return view
+def _latency(self: Any) -> Recorder:
+    """This client's `Recorder` (the one given as ``recorder=``, shared by ``copy()`` /
+    ``with_options()``): ``.last``, ``.calls``, ``.summary()``, ``.cache_report()``, ``.prewarm()``."""
+    recorder: Recorder = self._lk.recorder
+    # `Recorder.prewarm` sends through the client that handed the Recorder out, in this thread or task.
+    PREWARM_VIA.set((recorder, weakref.ref(self), prewarm))
+    return recorder
 
 
 _classes: dict[type, type] = {}

@@ -7,8 +7,8 @@ cut after the furthest of them (`core._prewarm`), and sent through the client �
 call reads: on OpenAI Responses (GPT-5.6+) with ``prompt_cache_options.prewarm: true``, on Chat
 Completions and Anthropic as a one-token call carrying the breakpoints.
 
-`ClientLatency` is what ``client.latency`` returns: the client's `Recorder` (the same records
-and statistics: it shares the Recorder's state) with `prewarm` bound to the client.
+`prewarm` is what ``client.latency.prewarm`` runs: ``client.latency`` is the client's own
+`Recorder`, and `Recorder.prewarm` sends through the client that handed it out.
 """
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ from ..core._record import CallRecord
 from ..core._segments import Unsupported, parse
 from ..core._verify import expect_anthropic
 from ..core._breakpoints import plan_markers
-from ..telemetry._recorder import Recorder
 from ._caching_openai import plan_breakpoint_call, request_options
 from ._calls import PREPLANNED, Finish
 
 if TYPE_CHECKING:
     from ._caching import CachePolicy
 
-__all__ = ["ClientLatency", "plan_prewarm"]
+__all__ = ["plan_prewarm", "prewarm"]
 
 logger = logging.getLogger("latencykit")
 
@@ -82,67 +81,37 @@ def plan_prewarm(policy: CachePolicy, api: str, request: dict[str, Any], url: An
     return warm, finish
 
 
-class ClientLatency(Recorder):
-    """``client.latency``: the client's `Recorder` — the same records and statistics — with `prewarm`.
+def prewarm(client: Any, request: dict[str, Any]) -> Any:
+    """``client.latency.prewarm(**request)`` (`Recorder.prewarm`) on ``client``: see `Recorder.prewarm`."""
+    from ._caching import CachePolicy
 
-    ``copy()`` / ``with_options()`` clients share it (and prewarm through the client that last
-    asked for ``.latency``).
-    """
+    policy = client._lk.planner
+    if not isinstance(policy, CachePolicy):
+        raise ValueError(f"prewarm needs the client's CachePolicy (cache='auto', 'off' or a policy), got {policy!r}")
+    if hasattr(client, "chat"):
+        api, resource = ("responses", client.responses) if "input" in request or "instructions" in request else ("chat.completions", client.chat.completions)
+    else:
+        api, resource = "messages", client.messages
+    planned = plan_prewarm(policy, api, request, client.base_url)
+    is_async = inspect.iscoroutinefunction(resource.create)
+    if planned is None:
+        logger.debug("latencykit: nothing to pre-warm in this request (no static prefix with a breakpoint)")
+        return _none() if is_async else None
+    warm, finish = planned
+    records: list[CallRecord] = []
 
-    __slots__ = ("_client", "_recorder")
-    _client: Any
-    _recorder: Recorder
+    def keep(rec: CallRecord) -> None:
+        finish(rec)
+        records.append(rec)
 
-    def __init__(self, recorder: Recorder, client: Any) -> None:  # noqa: D107 - shares the Recorder's state, no init of its own
-        base = recorder._recorder if isinstance(recorder, ClientLatency) else recorder
-        self.__dict__ = base.__dict__  # every Recorder attribute is the shared one
-        self._recorder = base
-        self._client = client
-
-    @property
-    def recorder(self) -> Recorder:
-        """The `Recorder` this view shows."""
-        return self._recorder
-
-    def prewarm(self, **request: Any) -> Any:
-        """Fill the prompt cache with ``request``'s static prefix, so the first real call reads it.
-
-        ``request``: the keyword arguments of the call to come (``messages.create`` /
-        ``chat.completions.create`` / ``responses.create``). Returns the pre-warm call's
-        `CallRecord` (``cache_write_tokens``: what it wrote), or ``None`` when the request has
-        no static prefix to cache (a model before GPT-5.6, nothing marked); on an async client,
-        an awaitable of it. Needs the client's prompt-cache planner (not ``cache=None``).
-        """
-        client = self._client
-        from ._caching import CachePolicy
-
-        policy = client._lk.planner
-        if not isinstance(policy, CachePolicy):
-            raise ValueError(f"prewarm needs the client's CachePolicy (cache='auto', 'off' or a policy), got {policy!r}")
-        if hasattr(client, "chat"):
-            api, resource = ("responses", client.responses) if "input" in request or "instructions" in request else ("chat.completions", client.chat.completions)
-        else:
-            api, resource = "messages", client.messages
-        planned = plan_prewarm(policy, api, request, client.base_url)
-        is_async = inspect.iscoroutinefunction(resource.create)
-        if planned is None:
-            logger.debug("latencykit: nothing to pre-warm in this request (no static prefix with a breakpoint)")
-            return _none() if is_async else None
-        warm, finish = planned
-        records: list[CallRecord] = []
-
-        def keep(rec: CallRecord) -> None:
-            finish(rec)
-            records.append(rec)
-
-        if is_async:
-            return _asend(resource, warm, keep, records)
-        token = PREPLANNED.set(keep)
-        try:
-            resource.create(**warm)
-        finally:
-            PREPLANNED.reset(token)
-        return records[0] if records else None
+    if is_async:
+        return _asend(resource, warm, keep, records)
+    token = PREPLANNED.set(keep)
+    try:
+        resource.create(**warm)
+    finally:
+        PREPLANNED.reset(token)
+    return records[0] if records else None
 
 
 async def _asend(resource: Any, warm: dict[str, Any], keep: Finish, records: list[CallRecord]) -> Optional[CallRecord]:

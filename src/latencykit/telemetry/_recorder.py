@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from contextvars import ContextVar
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..core._record import CallRecord
@@ -35,6 +36,14 @@ FOLD_BATCH = 64
 """Records buffered before they are folded into the sketches (reads fold at once)."""
 _FOLD_GAPS = 65_536
 """…or as soon as the buffered records hold this many chunk gaps (bounded memory)."""
+
+
+PREWARM_VIA: ContextVar[Optional[tuple[Any, Callable[[], Any], Callable[[Any, dict[str, Any]], Any]]]] = ContextVar(
+    "latencykit_prewarm_via", default=None
+)
+"""(Recorder, weak reference to the client whose ``.latency`` returned it, the client layer's prewarm
+function): set by ``client.latency`` in the current thread or task, read by `Recorder.prewarm`. The
+Recorder stays the one object the client was given (``client.latency is recorder``)."""
 
 
 class Recorder:
@@ -243,12 +252,20 @@ class Recorder:
         return cache_report(recs, prices)
 
     def prewarm(self, **request: Any) -> Any:
-        """Fill the prompt cache with ``request``'s static prefix before the first real call.
+        """Fill the prompt cache with ``request``'s static prefix, so the first real call reads it.
 
-        Bound to a client: call it as ``client.latency.prewarm(**request)`` (see
-        ``docs/caching.md``); a Recorder of its own has no client to send through.
+        Call it as ``client.latency.prewarm(**request)``: it goes through the client whose
+        ``.latency`` returned this Recorder (in this thread or task), with that client's cache
+        policy (``docs/caching.md``, "Prewarm"). Returns the pre-warm call's `CallRecord` (its
+        ``cache_write_tokens``: what it wrote), or ``None`` when the request has nothing to cache;
+        on an async client an awaitable of it. A Recorder not reached through a client raises
+        ``ValueError``.
         """
-        raise ValueError("prewarm needs a client to send through: call client.latency.prewarm(**request)")
+        via = PREWARM_VIA.get()
+        client = via[1]() if via is not None and via[0] is self else None
+        if client is None:
+            raise ValueError("prewarm needs a client to send through: call client.latency.prewarm(**request)")
+        return via[2](client, request)  # type: ignore[index]
 
     def __repr__(self) -> str:
         return f"<Recorder calls={len(self._calls)} total={self.total_calls}>"
