@@ -285,14 +285,16 @@ def test_ttl_1h_on_anthropic_marks_latencykits_markers_1h(cemu: Emulator) -> Non
 
 
 def test_latency_is_the_recorder_given_and_prewarm_goes_through_the_asking_client(cemu: Emulator) -> None:
-    """``client.latency`` is the very Recorder passed as ``recorder=`` (DESIGN's contract), shared by two clients;
-    ``prewarm`` on it goes through the client whose ``.latency`` was asked for (its base URL, its policy)."""
+    """``client.latency`` is the very Recorder passed as ``recorder=`` (DESIGN's contract), shared by two clients
+    of two servers; ``prewarm`` on it goes to the server of the client whose ``.latency`` was asked for."""
     shared = lk.Recorder()
     request = shape_requests("agent", "responses", 1)[0]
-    with lk.OpenAI(base_url=cemu.base_url + "/v1", api_key="x", recorder=shared) as a, \
-            lk.OpenAI(base_url=cemu.base_url + "/v1", api_key="x", recorder=shared, cache=None) as b:  # fmt: skip
+    with Emulator() as other, lk.OpenAI(base_url=cemu.base_url + "/v1", api_key="x", recorder=shared) as a, \
+            lk.OpenAI(base_url=other.base_url + "/v1", api_key="x", recorder=shared) as b:  # fmt: skip
         assert a.latency is shared and b.latency is shared and a.with_options(timeout=5).latency is shared
-        warm = a.latency.prewarm(**request)
-        assert warm is not None and shared.last is warm
-        with pytest.raises(ValueError, match="CachePolicy"):
-            b.latency.prewarm(**request)  # b plans nothing (cache=None): it says so, a is not used instead
+        seen_a, seen_b = len(cemu.requests), len(other.requests)
+        warm_b = b.latency.prewarm(**request)
+        warm_a = a.latency.prewarm(**request)
+        assert warm_a is not None and warm_b is not None and shared.last is warm_a
+        assert len(cemu.requests) == seen_a + 1 and len(other.requests) == seen_b + 1
+        assert warm_b.server_port == int(other.base_url.rsplit(":", 1)[1])
