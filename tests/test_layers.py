@@ -35,7 +35,7 @@ def test_the_contracts_are_kept() -> None:
         ("providers/_tap.py", "from ..bench import _stats", "latencykit.providers is not allowed to import latencykit.bench"),
         ("core/_rank.py", "from ..telemetry import _sketch", "latencykit.core is not allowed to import latencykit.telemetry"),
         ("emulator/_text.py", "from ..providers import _tap", "latencykit.emulator is not allowed to import latencykit.providers"),
-        ("semantic/_options.py", "from ..vllm import _names", "latencykit.semantic is not allowed to import latencykit.vllm"),
+        ("semantic/_options.py", "from ..engines import _names", "latencykit.semantic is not allowed to import latencykit.engines"),
         ("providers/_calls.py", "from ..semantic import _transport", "latencykit.providers is not allowed to import latencykit.semantic"),
     ],
 )

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--table", default="latencykit_semantic", help="table name (or schema.table)")
     init.add_argument("--m", type=_positive_int, default=16, help="HNSW m (links per node)")
     init.add_argument("--ef-construction", type=_positive_int, default=64, help="HNSW ef_construction")
-    from .vllm._cli import add_doctor
+    from .engines._cli import add_doctor
 
     add_doctor(sub)
     from .bench.cli import register as add_bench
@@ -129,7 +129,7 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> int:
 
 def _run(args: argparse.Namespace) -> None:
     if args.command == "doctor":
-        from .vllm._cli import run_doctor
+        from .engines._cli import run_doctor
 
         if run_doctor(args):
             raise SystemExit(EXIT_FAILURE)

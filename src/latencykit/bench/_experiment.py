@@ -119,7 +119,7 @@ class _Scraper:
 
     def _scrape(self) -> None:
         try:
-            from ..vllm import fetch_metrics
+            from ..engines import fetch_metrics
 
             self.scrapes.append(fetch_metrics(self.url, timeout=5))
         except ImportError as exc:
@@ -144,7 +144,7 @@ class _Scraper:
             self._scrape()
         if len(self.scrapes) < 2:
             return {"error": self.error or "fewer than two scrapes"}
-        from ..vllm import MetricsWindow
+        from ..engines import MetricsWindow
 
         window = MetricsWindow(self.scrapes)
         out: dict[str, Any] = window.summary()
