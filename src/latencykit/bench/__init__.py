@@ -22,8 +22,8 @@ _LAZY = {
     "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
     "GateResult": "._compare", "gate_runs": "._compare",
     "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic",
-    "experiment": "._experiment", "ExperimentRun": "._exp_run", "load_experiment": "._expfile",
-    "ExperimentFileError": "._expfile",
+    "experiment": "..experiment._experiment", "ExperimentRun": "..experiment._run",
+    "load_experiment": "..experiment._file", "ExperimentFileError": "..experiment._file",
 }  # fmt: skip
 
 

@@ -31,7 +31,7 @@ def example(kind: str) -> str:
         raise ValueError(f"example must be one of {', '.join(EXAMPLES)}; got {kind!r}")
     from importlib.resources import files
 
-    return files("latencykit.bench").joinpath(f"experiments/{kind}.toml").read_text(encoding="utf-8")
+    return files("latencykit.experiment").joinpath(f"examples/{kind}.toml").read_text(encoding="utf-8")
 
 
 def _repeat(text: str) -> int:
@@ -74,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.print_usage(sys.stderr)
         print("latencykit experiment: give an experiment FILE (or --example emulator|llamacpp|vllm)", file=sys.stderr)
         return 2
-    from ._expfile import ExperimentFileError, load_experiment
+    from ..experiment._file import ExperimentFileError, load_experiment
 
     try:
         spec = load_experiment(args.file)
@@ -86,7 +86,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         from rich.console import Console
 
-        from ._experiment import experiment
+        from ..experiment._experiment import experiment
 
         console = Console()
         if args.cluster is not None:

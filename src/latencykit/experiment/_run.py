@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ._cell import BenchRun, Cell
+from ..bench._cell import BenchRun, Cell
 from ._claims import ClaimVerdict, judge_claim, parse_claim
-from ._compare import Comparison, compare_cells
+from ..bench._compare import Comparison, compare_cells
 from ._quality import Answers, QualityResult
-from ._stats import parse_slo
+from ..bench._stats import parse_slo
 
 __all__ = ["ExperimentRun", "RoundResult", "Row", "StrategyResult", "TABLE_METRICS"]
 
@@ -163,7 +163,7 @@ class ExperimentRun:
 
     def slo(self) -> Any:
         """The SLO of the table's goodput column: the file's first, else the bench's chat preset."""
-        from ._cell import SLO_PRESETS
+        from ..bench._cell import SLO_PRESETS
 
         slos = self.spec.get("slo") or []
         return parse_slo(slos[0]) if slos else SLO_PRESETS[0]
@@ -222,18 +222,18 @@ class ExperimentRun:
     # -- views ---------------------------------------------------------------------------------
     def report(self, console: Any = None) -> None:
         """Print the article's table and the findings (rich)."""
-        from ._exp_report import print_experiment
+        from ..bench._exp_report import print_experiment
 
         print_experiment(self, console)
 
     def to_html(self) -> str:
         """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars."""
-        from ._exp_html import render_experiment
+        from ..bench._exp_html import render_experiment
 
         return render_experiment(self)
 
     def _repr_html_(self) -> str:
-        from ._exp_html import render_experiment
+        from ..bench._exp_html import render_experiment
 
         return render_experiment(self, standalone=False)
 
@@ -293,7 +293,7 @@ class ExperimentRun:
 
 
 def _mq(m: str) -> tuple[str, float]:
-    from ._compare import parse_metric
+    from ..bench._compare import parse_metric
 
     metric, q, _ = parse_metric(m)
     return metric, q

@@ -31,16 +31,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
-from ._cell import BenchRun, Cell
-from ._clients import make_sender
-from ._exp_run import ExperimentRun, RoundResult, StrategyResult
-from ._expfile import ExperimentFileError, ExperimentSpec, StrategySpec, load_experiment
+from ..bench._cell import BenchRun, Cell
+from ..bench._clients import make_sender
+from ._run import ExperimentRun, RoundResult, StrategyResult
+from ._file import ExperimentFileError, ExperimentSpec, StrategySpec, load_experiment
 from ._quality import Answers, collect_answers, compare_answers, load_scorer, quality_prompts
-from ._run import BenchConfig, _first_model, environment, resolve_levers, run_bench
+from ..bench._run import BenchConfig, _first_model, environment, resolve_levers, run_bench
 from ._memory import MemorySampler
 from ._servers import ServerFailed, ServerProcess, ServerRegistry, free_port
-from ._targets import Observed, TargetSpec, resolve_target
-from ._traffic import TrafficRequest, generate, load_replay
+from ..bench._targets import Observed, TargetSpec, resolve_target
+from ..bench._traffic import TrafficRequest, generate, load_replay
 
 __all__ = ["experiment"]
 
@@ -349,7 +349,7 @@ def experiment(
     interrupted = False
     fleet = None
     if cluster is not None:
-        from ._fleet import Fleet
+        from ..bench._fleet import Fleet
 
         BenchConfig(cluster=cluster, per_node=per_node)  # a bad address or count: ValueError before anything starts
         fleet = Fleet(cluster, per_node)
