@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from latencykit.bench import BenchConfig, BenchRun, run_bench
-from latencykit.bench._clock import estimate_offset, measure_offset, start_on_worker
-from latencykit.bench._cluster import parse_cluster
+from latencykit.fleet._clock import estimate_offset, measure_offset, start_on_worker
+from latencykit.fleet._cluster import parse_cluster
 from latencykit.bench._diagnose import diagnose
 from latencykit.bench._report import cluster_lines, limiting_node, partial_text, report_json, report_markdown
 from latencykit.bench._run import _count_lost

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from latencykit.bench import BenchConfig, BenchRun, run_bench
-from latencykit.bench._fleet import SKEW_ENV
+from latencykit.fleet._fleet import SKEW_ENV
 
 from .conftest import ray_processes
 
@@ -227,7 +227,7 @@ def test_ctrl_c_while_the_cluster_starts_leaves_no_ray_process(tmp_path: Path) -
     """A Ctrl-C before the nodes are up: exit 130 and every process of the half-started cluster stopped."""
     p = _cli(["--cluster", "local:2", "--requests", "20", "--quiet", "--out", str(tmp_path / "run.json")], tmp_path)
     deadline = time.monotonic() + 60
-    while not any(b"latencykit.bench._local_ray" in _cmdline(pid) for pid in ray_processes()):
+    while not any(b"latencykit.fleet._local_ray" in _cmdline(pid) for pid in ray_processes()):
         assert time.monotonic() < deadline, "the local cluster helper never started"
         time.sleep(0.05)
     time.sleep(1.0)  # its Ray processes are starting

@@ -90,7 +90,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         console = Console()
         if args.cluster is not None:
-            from ._cluster import import_ray, parse_cluster
+            from ..fleet._cluster import import_ray, parse_cluster
 
             parse_cluster(args.cluster)
             import_ray()

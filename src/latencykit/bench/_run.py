@@ -92,7 +92,7 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
         config = replace(config, cluster=cluster if cluster is not None else config.cluster,
                          per_node=per_node if per_node is not None else config.per_node)  # fmt: skip
     if fleet is None and config.cluster is not None:
-        from ._fleet import Fleet
+        from ..fleet._fleet import Fleet
 
         fleet, owned = Fleet(config.cluster, config.per_node), True
 

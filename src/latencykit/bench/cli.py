@@ -186,7 +186,7 @@ def _cmd_run(argv: Sequence[str]) -> int:
             timing=asdict(timing), cluster=args.cluster, per_node=args.per_node,
         )  # fmt: skip
         if config.cluster is not None:
-            from ._cluster import import_ray
+            from ..fleet._cluster import import_ray
 
             import_ray()  # one line naming the install command, before anything starts
         config.levels()  # a bad load level is a usage error now, not after the emulator started

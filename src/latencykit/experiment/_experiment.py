@@ -349,7 +349,7 @@ def experiment(
     interrupted = False
     fleet = None
     if cluster is not None:
-        from ..bench._fleet import Fleet
+        from ..fleet._fleet import Fleet
 
         BenchConfig(cluster=cluster, per_node=per_node)  # a bad address or count: ValueError before anything starts
         fleet = Fleet(cluster, per_node)

@@ -25,11 +25,11 @@ from typing import Any, Callable, Optional, Sequence
 
 from ._clock import ClockOffset, measure_offset
 from ._cluster import ClusterSpec, LocalRayCluster, import_ray, parse_cluster, ray_env
-from ._config import BenchConfig
-from ._load import CellResult, LoadSpec
-from ._targets import TargetSpec
-from ._traffic import TrafficRequest
-from ._workers import result_from_dict, share_of, slot_delays_for
+from ..bench._config import BenchConfig
+from ..bench._load import CellResult, LoadSpec
+from ..bench._targets import TargetSpec
+from ..bench._traffic import TrafficRequest
+from ..bench._workers import result_from_dict, share_of, slot_delays_for
 
 __all__ = ["Fleet", "SKEW_ENV"]
 

@@ -137,7 +137,7 @@ class LocalRayCluster:
         t0 = time.perf_counter()
         with os.fdopen(fd, "w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "latencykit.bench._local_ray", str(self.nodes), str(self.cpus_per_node)],
+                [sys.executable, "-m", "latencykit.fleet._local_ray", str(self.nodes), str(self.cpus_per_node)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
                 env={**os.environ, **ray_env()},
             )  # fmt: skip

@@ -68,9 +68,9 @@ class BenchWorker:
 
     async def prepare(self, payload: dict[str, Any]) -> int:
         """Take this worker's share of a cell: build (or receive) its requests; returns how many."""
-        from ._config import BenchConfig, build_requests
-        from ._load import LoadSpec
-        from ._targets import TargetSpec
+        from ..bench._config import BenchConfig, build_requests
+        from ..bench._load import LoadSpec
+        from ..bench._targets import TargetSpec
 
         config = BenchConfig(**{**payload["config"], "matrix": tuple(payload["config"]["matrix"]), "cluster": None,
                                 "per_node": None})  # fmt: skip
@@ -94,8 +94,8 @@ class BenchWorker:
     async def _warm(target: Any, strategy: dict[str, str], control: float) -> None:
         """Build and close the cell's senders once, so the SDK imports (seconds on a cold worker) happen before
         the start instant rather than after it."""
-        from ._clients import make_sender
-        from ._config import resolve_levers
+        from ..bench._clients import make_sender
+        from ..bench._config import resolve_levers
 
         senders = [make_sender(target, resolve_levers(strategy))] + ([make_sender(target, {"client": "thin"})] if control > 0 else [])
         for sender in senders:
@@ -104,7 +104,7 @@ class BenchWorker:
     async def run(self, start_wall: float, offset: float) -> dict[str, Any]:
         """Run the prepared share from the driver's wall-clock instant ``start_wall`` (this worker's clock is
         ``offset`` ahead of the driver's): the cell result as a dict, window in this node's wall clock."""
-        from ._workers import drive, result_to_dict
+        from ..bench._workers import drive, result_to_dict
 
         p = self._prepared
         if p is None:
@@ -127,7 +127,7 @@ class BenchWorker:
         try:
             result = await self._task
         except asyncio.CancelledError:  # interrupted before its load loop began: nothing measured
-            from ._load import CellResult, new_sketches
+            from ..bench._load import CellResult, new_sketches
 
             result = CellResult([], new_sketches(), {}, 0, [], (None, None), new_sketches(), True, counts["started"] - counts["finished"])
         out = result_to_dict(result)
