@@ -13,7 +13,7 @@ from latencykit.bench import BenchConfig, BenchRun, run_bench
 from latencykit.fleet._clock import estimate_offset, measure_offset, start_on_worker
 from latencykit.fleet._cluster import parse_cluster
 from latencykit.bench._diagnose import diagnose
-from latencykit.bench._report import cluster_lines, limiting_node, partial_text, report_json, report_markdown
+from latencykit.reports._report import cluster_lines, limiting_node, partial_text, report_json, report_markdown
 from latencykit.bench._run import _count_lost
 from latencykit.bench.cli import main as bench_main
 from latencykit.emulator._flags import IDEAL_TIMING

@@ -376,18 +376,18 @@ class BenchRun:
 
     def report(self, console: Any = None) -> None:
         """Print the terminal report (rich)."""
-        from ._report import print_report
+        from ..reports._report import print_report
 
         print_report(self, console)
 
     def to_html(self) -> str:
         """A standalone HTML report with plots (CDFs, TTFT vs load, timeline)."""
-        from ._html import render_html
+        from ..reports._html import render_html
 
         return render_html(self)
 
     def _repr_html_(self) -> str:
-        from ._html import render_html
+        from ..reports._html import render_html
 
         return render_html(self, standalone=False)
 

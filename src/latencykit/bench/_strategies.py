@@ -49,7 +49,7 @@ def demo_comparison(
     from rich.console import Console
     from rich.table import Table
 
-    from ._report import ms
+    from ..reports._report import ms
 
     if timing is None:
         timing = replace(DEMO_TIMING, jitter=COMPARISON_JITTER)

@@ -74,7 +74,7 @@ def _pair(text: str) -> tuple[str, str]:
 def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     from ..emulator._flags import add_timing_arguments
     from ._config import LEVERS
-    from ._grid import FORMATS
+    from ..reports._grid import FORMATS
     from ._load import ARRIVALS
     from ._targets import TARGETS
     from ._traffic import SHAPES
@@ -165,8 +165,8 @@ def _cmd_run(argv: Sequence[str]) -> int:
 
     from ..emulator._flags import timing_from_args
     from ._config import plan_matrix
-    from ._grid import Line, make_console
-    from ._report import report_json, report_markdown
+    from ..reports._grid import Line, make_console
+    from ..reports._report import report_json, report_markdown
     from ._run import BenchConfig, run_bench
 
     args = _run_parser().parse_args(argv)
@@ -240,8 +240,8 @@ def _cmd_run(argv: Sequence[str]) -> int:
 def _cmd_compare(argv: Sequence[str]) -> int:
     from ._cell import BenchRun
     from ._compare import MATCH_LOAD, gate_runs
-    from ._grid import FORMATS, Grid, Line, make_console, markdown
-    from ._report import comparison_grid, error_grid
+    from ..reports._grid import FORMATS, Grid, Line, make_console, markdown
+    from ..reports._report import comparison_grid, error_grid
 
     p = argparse.ArgumentParser(prog="latencykit bench compare", description=(
         "Compare two run files side by side; the CI gate. Exit 1 when a gated percentile is slower beyond "

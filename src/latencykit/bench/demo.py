@@ -21,7 +21,7 @@ from ..providers.anthropic import Anthropic, AsyncAnthropic
 from ..providers.openai import AsyncOpenAI, OpenAI
 from ..telemetry._recorder import Recorder
 from ..telemetry._format import plural
-from ._table import latency_table
+from ..reports._table import latency_table
 
 # Long enough (≈ 2,300 tokens) for the providers' prompt caches, so later turns show hits.
 SYSTEM = (

@@ -222,18 +222,18 @@ class ExperimentRun:
     # -- views ---------------------------------------------------------------------------------
     def report(self, console: Any = None) -> None:
         """Print the article's table and the findings (rich)."""
-        from ..bench._exp_report import print_experiment
+        from ..reports._exp_report import print_experiment
 
         print_experiment(self, console)
 
     def to_html(self) -> str:
         """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars."""
-        from ..bench._exp_html import render_experiment
+        from ..reports._exp_html import render_experiment
 
         return render_experiment(self)
 
     def _repr_html_(self) -> str:
-        from ..bench._exp_html import render_experiment
+        from ..reports._exp_html import render_experiment
 
         return render_experiment(self, standalone=False)
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._compare import Comparison
+from ..bench._compare import Comparison
 from ..experiment._run import ExperimentRun, Row
 from ._report import ms
 
