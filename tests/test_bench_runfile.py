@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from latencykit.bench._cell import FORMAT, BenchRun
-from latencykit.bench.cli import main
+from latencykit.commands._bench import main
 
 CLI = [sys.executable, "-m", "latencykit.cli"]
 

@@ -205,7 +205,7 @@ def test_experiment_sends_each_strategy_from_the_cluster(tmp_path: Path, monkeyp
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
     from latencykit.bench import experiment
-    from latencykit.bench._experiment_cli import example
+    from latencykit.commands._experiment import example
 
     spec = tomllib.loads(example("emulator"))
     spec["traffic"]["requests"] = 16

@@ -21,8 +21,8 @@ import urllib.error
 from typing import Any
 
 from ..telemetry._recorder import Recorder
-from ._doctor import Doctor, doctor, metrics_url, server_root
-from ._findings import Diagnosis
+from ..engines._doctor import Doctor, doctor, metrics_url, server_root
+from ..engines._findings import Diagnosis
 
 __all__ = ["add_doctor", "is_emulated", "render", "run_doctor"]
 

@@ -112,7 +112,7 @@ def run_demo(
     raw SDK's non-streaming ``create()`` against latencykit with its planner off and on (a few
     seconds more, against an emulator of its own).
     """
-    from ._strategies import DEMO_TIMING, demo_comparison  # the bench machinery, only when the demo runs
+    from ..bench._strategies import DEMO_TIMING, demo_comparison  # the bench machinery, only when the demo runs
 
     console = console or Console()
     recorder = Recorder()

@@ -73,11 +73,11 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     from ..emulator._flags import add_timing_arguments
-    from ._config import LEVERS
+    from ..bench._config import LEVERS
     from ..reports._grid import FORMATS
-    from ._load import ARRIVALS
-    from ._targets import TARGETS
-    from ._traffic import SHAPES
+    from ..bench._load import ARRIVALS
+    from ..bench._targets import TARGETS
+    from ..bench._traffic import SHAPES
 
     p = argparse.ArgumentParser(prog=prog, description="Drive realistic traffic through latencykit's own clients and report honest latency.",
                                 epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -164,10 +164,10 @@ def _cmd_run(argv: Sequence[str]) -> int:
     from dataclasses import asdict
 
     from ..emulator._flags import timing_from_args
-    from ._config import plan_matrix
+    from ..bench._config import plan_matrix
     from ..reports._grid import Line, make_console
     from ..reports._report import report_json, report_markdown
-    from ._run import BenchConfig, run_bench
+    from ..bench._run import BenchConfig, run_bench
 
     args = _run_parser().parse_args(argv)
     text = args.format == "text"
@@ -238,8 +238,8 @@ def _cmd_run(argv: Sequence[str]) -> int:
 
 
 def _cmd_compare(argv: Sequence[str]) -> int:
-    from ._cell import BenchRun
-    from ._compare import MATCH_LOAD, gate_runs
+    from ..bench._cell import BenchRun
+    from ..bench._compare import MATCH_LOAD, gate_runs
     from ..reports._grid import FORMATS, Grid, Line, make_console, markdown
     from ..reports._report import comparison_grid, error_grid
 
@@ -308,7 +308,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _cmd_merge(argv: Sequence[str]) -> int:
-    from ._cell import BenchRun
+    from ..bench._cell import BenchRun
 
     p = argparse.ArgumentParser(prog="latencykit bench merge", description=(
         "Combine run files of workers or machines that ran side by side: sketches merge exactly and rates add. "
