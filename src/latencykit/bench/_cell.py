@@ -21,6 +21,7 @@ from ._load import SKETCHED, CellResult, new_sketches
 from ._merge import load_differences, overlap_note, run_differences
 from ._rates import add_rates, part_rates
 from ._stats import Pct, percentiles
+from ._views import view
 
 __all__ = ["BenchRun", "Cell", "FORMAT", "READABLE", "SLO_PRESETS"]
 
@@ -375,21 +376,15 @@ class BenchRun:
         return out
 
     def report(self, console: Any = None) -> None:
-        """Print the terminal report (rich)."""
-        from ..reports._report import print_report
-
-        print_report(self, console)
+        """Print the terminal report (rich; `latencykit.reports.print_report`)."""
+        view("bench.report")(self, console)
 
     def to_html(self) -> str:
-        """A standalone HTML report with plots (CDFs, TTFT vs load, timeline)."""
-        from ..reports._html import render_html
-
-        return render_html(self)
+        """A standalone HTML report with plots (CDFs, TTFT vs load, timeline; `latencykit.reports.render_html`)."""
+        return str(view("bench.html")(self))
 
     def _repr_html_(self) -> str:
-        from ..reports._html import render_html
-
-        return render_html(self, standalone=False)
+        return str(view("bench.html")(self, standalone=False))
 
     def __repr__(self) -> str:
         c = self.cells[0] if self.cells else None

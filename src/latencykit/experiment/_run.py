@@ -18,6 +18,7 @@ from ._claims import ClaimVerdict, judge_claim, parse_claim
 from ..bench._compare import Comparison, compare_cells
 from ._quality import Answers, QualityResult
 from ..bench._stats import parse_slo
+from ..bench._views import view
 
 __all__ = ["ExperimentRun", "RoundResult", "Row", "StrategyResult", "TABLE_METRICS"]
 
@@ -221,21 +222,16 @@ class ExperimentRun:
 
     # -- views ---------------------------------------------------------------------------------
     def report(self, console: Any = None) -> None:
-        """Print the article's table and the findings (rich)."""
-        from ..reports._exp_report import print_experiment
-
-        print_experiment(self, console)
+        """Print the article's table and the findings (rich; `latencykit.reports.print_experiment`)."""
+        view("experiment.report")(self, console)
 
     def to_html(self) -> str:
-        """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars."""
-        from ..reports._exp_html import render_experiment
-
-        return render_experiment(self)
+        """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars
+        (`latencykit.reports.render_experiment`)."""
+        return str(view("experiment.html")(self))
 
     def _repr_html_(self) -> str:
-        from ..reports._exp_html import render_experiment
-
-        return render_experiment(self, standalone=False)
+        return str(view("experiment.html")(self, standalone=False))
 
     def __repr__(self) -> str:
         ok = len(self.strategies) - len(self.failed)
