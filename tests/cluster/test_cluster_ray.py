@@ -133,7 +133,7 @@ def _wait_for_requests(url: str, count: int, timeout: float = 120) -> None:
 def _worker_pids(timeout: float = 90) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pids = [pid for pid in ray_processes() if b"ray::BenchWorker" in _cmdline(pid)]
+        pids = [pid for pid in ray_processes() if b"ray::FleetWorker" in _cmdline(pid)]
         if len(pids) >= 2:
             return sorted(pids)
         time.sleep(0.2)

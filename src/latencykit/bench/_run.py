@@ -123,7 +123,7 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
         if fleet is not None:
             if owned:
                 fleet.__enter__()
-            fleet.check_reachable(target)
+            fleet.check_reachable(target.base_url)
             run.env["cluster"] = fleet.describe()
         bar = _Progress(console) if progress else None
         for done, (strategy, load) in enumerate(cells):
@@ -176,7 +176,9 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
     tick = bar.start(cell.key, len(requests)) if bar is not None else None
     workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers
     if fleet is not None:
-        results, lost = fleet.run_cell(config, target, load, strategy, requests, offsets, tick)
+        from ._fleet_cell import run_cell_on
+
+        results, lost = run_cell_on(fleet, config, target, load, strategy, requests, offsets, tick)
         for result in results:
             cell.absorb(result)
         if lost:

@@ -1,12 +1,13 @@
-"""`BenchWorker`: one long-lived async Ray actor per client worker, running today's worker loop.
+"""`FleetWorker`: one long-lived async Ray actor per worker, running the job it is handed.
 
-The driver (`latencykit.bench._fleet`) makes it an actor with ``ray.remote`` and pins it to a
-node. Per cell it is handed its share (`prepare`), then one start instant on the driver's wall
-clock with its measured clock offset (`run`): it converts the instant into its own monotonic
-clock and runs `drive` there. It answers `clock` (its wall clock) for the offset exchanges and
-`progress` (requests finished and started) while a cell runs, and `interrupt` cancels the cell
-(what finished comes back, marked interrupted). It returns the run-file cell format (sketches,
-samples, health), never a stream of records.
+The driver (`latencykit.fleet._fleet`) makes it an actor with ``ray.remote`` and pins it to a
+node. Per round it is handed a job and its share (`prepare`: the job is built here from its
+payload, `Job`), then one start instant on the driver's wall clock with its measured clock
+offset (`run`): it converts the instant into its own monotonic clock and runs the job from
+there. It answers `clock` (its wall clock) for the offset exchanges and `progress` (items
+finished and started) while a job runs, and `interrupt` cancels the job (what finished comes
+back, marked interrupted by the job). What a job does — the bench's cell share is one
+(`latencykit.bench._fleet_cell`) — is the caller's: this module imports nothing of it.
 
 This module imports no Ray: the class is made remote by the driver.
 """
@@ -18,15 +19,38 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional, Protocol
 
 from ._clock import start_on_worker
 
-__all__ = ["BenchWorker"]
+__all__ = ["FleetWorker", "Job", "WorkerInfo"]
 
 
-class BenchWorker:
-    """A client worker on one node: ``index`` (global worker number), ``node`` (the node's number in the run)."""
+@dataclass(frozen=True)
+class WorkerInfo:
+    """Who runs a job: ``index`` (global worker number), ``node`` (the node's number in the run), and the
+    seconds ``skew`` its wall clock is made to read off by (tests only)."""
+
+    index: int
+    node: int
+    node_id: str
+    skew: float = 0.0
+
+
+class Job(Protocol):
+    """A worker's share of one round, built on the worker as ``job(payload, info)``."""
+
+    def prepare(self) -> Awaitable[int]:
+        """Get ready (build the share, warm the clients) before the start instant; how many items it holds."""
+
+    def run(self, start_at: float, started: Callable[[], None], finished: Callable[[], None]) -> Awaitable[Any]:
+        """Run from ``start_at`` (this process's ``perf_counter``), calling ``started`` / ``finished`` per item;
+        returns what the driver gets back (plain data), also when cancelled."""
+
+
+class FleetWorker:
+    """A worker on one node: ``index`` (global worker number), ``node`` (the node's number in the run)."""
 
     def __init__(self, index: int, node: int, node_id: str, skew: float = 0.0) -> None:
         self.index = index
@@ -34,7 +58,7 @@ class BenchWorker:
         self.node_id = node_id
         self._skew = skew  # tests: pretend this node's wall clock is off by this much
         self._task: Optional[asyncio.Future[Any]] = None
-        self._prepared: Optional[dict[str, Any]] = None
+        self._prepared: Optional[Job] = None
         self._counts = {"dealt": 0, "started": 0, "finished": 0}
 
     def _wall(self) -> float:
@@ -66,48 +90,18 @@ class BenchWorker:
         self._task.cancel()
         return True
 
-    async def prepare(self, payload: dict[str, Any]) -> int:
-        """Take this worker's share of a cell: build (or receive) its requests; returns how many."""
-        from ..bench._config import BenchConfig, build_requests
-        from ..bench._load import LoadSpec
-        from ..bench._targets import TargetSpec
-
-        config = BenchConfig(**{**payload["config"], "matrix": tuple(payload["config"]["matrix"]), "cluster": None,
-                                "per_node": None})  # fmt: skip
-        shares = payload.get("requests")
-        if shares is None:
-            wanted = set(payload["indices"])
-            mine = [r for r in build_requests(config) if r.index in wanted]
-        else:
-            mine = list(shares)
-        offsets = payload["offsets"]
-        self._prepared = {
-            "config": config, "target": TargetSpec(**payload["target"]), "load": LoadSpec(**payload["load"]),
-            "requests": mine, "offsets": None if offsets is None else [offsets[r.index] for r in mine],
-            "strategy": payload["strategy"], "slot_delays": payload["slot_delays"],
-        }  # fmt: skip
-        self._counts = {"dealt": len(mine), "started": 0, "finished": 0}
-        await self._warm(self._prepared["target"], payload["strategy"], config.control)
-        return len(mine)
-
-    @staticmethod
-    async def _warm(target: Any, strategy: dict[str, str], control: float) -> None:
-        """Build and close the cell's senders once, so the SDK imports (seconds on a cold worker) happen before
-        the start instant rather than after it."""
-        from ..bench._clients import make_sender
-        from ..bench._config import resolve_levers
-
-        senders = [make_sender(target, resolve_levers(strategy))] + ([make_sender(target, {"client": "thin"})] if control > 0 else [])
-        for sender in senders:
-            await sender.aclose()
+    async def prepare(self, job: Callable[[dict[str, Any], WorkerInfo], Job], payload: dict[str, Any]) -> int:
+        """Take this worker's share of a round: ``job`` built from ``payload``, made ready; returns how many items."""
+        self._prepared = job(payload, WorkerInfo(self.index, self.node, self.node_id, self._skew))
+        dealt = await self._prepared.prepare()
+        self._counts = {"dealt": dealt, "started": 0, "finished": 0}
+        return dealt
 
     async def run(self, start_wall: float, offset: float) -> dict[str, Any]:
-        """Run the prepared share from the driver's wall-clock instant ``start_wall`` (this worker's clock is
-        ``offset`` ahead of the driver's): the cell result as a dict, window in this node's wall clock."""
-        from ..bench._workers import drive, result_to_dict
-
-        p = self._prepared
-        if p is None:
+        """Run the prepared job from the driver's wall-clock instant ``start_wall`` (this worker's clock is
+        ``offset`` ahead of the driver's): the job's result and how many items finished."""
+        job = self._prepared
+        if job is None:
             raise RuntimeError("run() before prepare()")
         self._prepared = None
         start_at = start_on_worker(start_wall, offset, self._wall(), time.perf_counter())
@@ -119,21 +113,6 @@ class BenchWorker:
         def started() -> None:
             counts["started"] += 1
 
-        config = p["config"]
-        self._task = asyncio.ensure_future(drive(
-            p["requests"], p["offsets"], p["load"], p["target"], p["strategy"], config.control, start_at=start_at,
-            worker=self.index, progress=finished, slot_delays=p["slot_delays"], freeze=config.freeze_heap,
-            started=started))  # fmt: skip
-        try:
-            result = await self._task
-        except asyncio.CancelledError:  # interrupted before its load loop began: nothing measured
-            from ..bench._load import CellResult, new_sketches
-
-            result = CellResult([], new_sketches(), {}, 0, [], (None, None), new_sketches(), True, counts["started"] - counts["finished"])
-        out = result_to_dict(result)
-        out["window"] = [None if t is None else t + self._skew for t in out["window"]]  # as this node's clock reads it
-        for s in out["samples"]:
-            s["node"] = self.node
-        out["health"].update(worker=self.index, node=self.node, node_id=self.node_id, host=socket.gethostname(),
-                             pid=os.getpid())  # fmt: skip
-        return out
+        self._task = asyncio.ensure_future(job.run(start_at, started, finished))
+        result = await self._task
+        return {"result": result, "finished": counts["finished"]}
