@@ -176,7 +176,7 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
     tick = bar.start(cell.key, len(requests)) if bar is not None else None
     workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers
     if fleet is not None:
-        from ._fleet_cell import run_cell_on
+        from ._ray_worker import run_cell_on
 
         results, lost = run_cell_on(fleet, config, target, load, strategy, requests, offsets, tick)
         for result in results:

@@ -1,10 +1,10 @@
 """`Fleet`: long-lived worker actors spread over a Ray cluster's nodes, and one round of a job run on them.
 
-One async actor per worker (`latencykit.fleet._ray_worker.FleetWorker`), pinned to its node
+One async actor per worker (`latencykit.fleet._actor.FleetWorker`), pinned to its node
 (node affinity, never one actor per request), ``per_node`` of them on each node (default: one
 per CPU Ray gives the node). Per round (`Fleet.run`) each live worker is dealt its share of a
 job — the bench deals a cell's requests round-robin with their **global** intended send times
-(`latencykit.bench._fleet_cell`) — every worker gets one start instant on the driver's wall
+(`latencykit.bench._ray_worker`) — every worker gets one start instant on the driver's wall
 clock and its clock offset (`latencykit.fleet._clock`), and each returns its result.
 
 A worker that dies mid-round (its node lost, the process killed) does not stop the run: what it
@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 
 from ._clock import ClockOffset, measure_offset
 from ._cluster import ClusterSpec, LocalRayCluster, import_ray, parse_cluster, ray_env
-from ._ray_worker import Job, WorkerInfo
+from ._actor import Job, WorkerInfo
 
 __all__ = ["Fleet", "FleetRound", "SKEW_ENV"]
 
@@ -105,7 +105,7 @@ class Fleet:
             raise ValueError(f"--cluster {self.spec.text}: the cluster has no live node")
         import importlib
 
-        from ._ray_worker import FleetWorker
+        from ._actor import FleetWorker
 
         NodeAffinitySchedulingStrategy = importlib.import_module("ray.util.scheduling_strategies").NodeAffinitySchedulingStrategy
 

@@ -7,7 +7,7 @@ offset (`run`): it converts the instant into its own monotonic clock and runs th
 there. It answers `clock` (its wall clock) for the offset exchanges and `progress` (items
 finished and started) while a job runs, and `interrupt` cancels the job (what finished comes
 back, marked interrupted by the job). What a job does — the bench's cell share is one
-(`latencykit.bench._fleet_cell`) — is the caller's: this module imports nothing of it.
+(`latencykit.bench._ray_worker.BenchShare`) — is the caller's: this module imports nothing of it.
 
 This module imports no Ray: the class is made remote by the driver.
 """
