@@ -322,6 +322,10 @@ def _cmd_merge(argv: Sequence[str]) -> int:
     try:
         _writable(Path(args.out), "--out")
         merged = BenchRun.merge([BenchRun.load(f) for f in args.files], force=args.force, names=args.files)
+        if isinstance(merged.config.get("experiment"), dict):  # experiment run files: its figures from the merged cells
+            from ..experiment._run import ExperimentRun
+
+            merged = ExperimentRun.from_bench(merged).to_bench()
     except (ValueError, OSError) as exc:
         print(f"latencykit bench merge: {exc}", file=sys.stderr)
         return EXIT_USAGE
