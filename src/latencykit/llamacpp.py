@@ -1,4 +1,4 @@
-"""llama.cpp's ``llama-server`` behind latencykit (the same objects as in `latencykit.vllm`).
+"""llama.cpp's ``llama-server`` behind latencykit (the same objects as in `latencykit.engines`).
 
 ```python
 from latencykit.llamacpp import LlamaCpp

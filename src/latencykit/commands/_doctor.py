@@ -3,7 +3,7 @@ Triton, TensorRT-LLM, llama.cpp), on the terminal.
 
 One window (``--duration`` seconds of scrapes every ``--interval``; ``0``: one scrape, counters
 since start-up) and its findings, or with ``--watch`` a live rich display re-diagnosing a
-rolling window until Ctrl-C. The window is judged by `latencykit.vllm.doctor`, the function the
+rolling window until Ctrl-C. The window is judged by `latencykit.engines.doctor`, the function the
 Python API uses, so the same scrapes and records give the same findings. ``--records FILE``
 (JSON Lines from ``Recorder.to_jsonl``) adds the client's records; without them the doctor
 judges the server's own metrics only (no client-vs-server TTFT, no "shared prefixes"

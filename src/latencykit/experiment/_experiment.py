@@ -60,7 +60,7 @@ class _Context:
     progress: bool = False
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: Any = None
-    """The Ray workers (`latencykit.bench._fleet.Fleet`) every strategy's traffic is sent from, or ``None``."""
+    """The Ray workers (`latencykit.fleet.Fleet`) every strategy's traffic is sent from, or ``None``."""
 
     def say(self, text: str) -> None:
         if self.console is not None:

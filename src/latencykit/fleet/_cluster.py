@@ -2,7 +2,7 @@
 local cluster of ``local:N``.
 
 ``local:N`` starts N Ray nodes on 127.0.0.1 in a helper process of its own session
-(`latencykit.bench._local_ray`): a terminal's Ctrl-C reaches the driver only, so the driver can
+(`latencykit.fleet._local_ray`): a terminal's Ctrl-C reaches the driver only, so the driver can
 still collect what its workers measured, and the helper is stopped by its process id — its
 standard input closed (it shuts Ray down), then SIGTERM and SIGKILL to its process group and to
 every process it started, wherever they moved. If the driver itself is killed, the helper sees
