@@ -16,7 +16,7 @@ from latencykit.bench import BenchRun, gate_runs
 from latencykit.bench._cell import Cell
 from latencykit.bench._compare import ALPHA, compare_cells, fisher_greater, gate, parse_metric
 from latencykit.bench._run import BenchConfig, run_bench
-from latencykit.bench.cli import main
+from latencykit.commands._bench import main
 from latencykit.emulator._timing import IDEAL_TIMING
 
 

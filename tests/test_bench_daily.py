@@ -16,7 +16,7 @@ from rich.console import Console
 from latencykit.bench._cell import BenchRun, Cell
 from latencykit.bench._config import build_requests, plan_matrix
 from latencykit.bench._diagnose import diagnose
-from latencykit.bench._report import header_text, pct_text, report_json, report_markdown
+from latencykit.reports._report import header_text, pct_text, report_json, report_markdown
 from latencykit.bench._run import BenchConfig, environment, run_bench
 from latencykit.bench._stats import Pct
 from latencykit.emulator import Emulator, TimingModel

@@ -60,7 +60,7 @@ def test_force_merges_and_marks_the_result(base: dict[str, Any]) -> None:
     """--force merges anyway; the config and the report's header say what differed."""
     merged = BenchRun.merge([_run(base), _run(base, traffic="rag")], force=True)
     assert merged.config["forced"] and "traffic chat vs rag" in merged.config["forced"][0]
-    from latencykit.bench._report import header_text
+    from latencykit.reports._report import header_text
 
     assert "FORCED MERGE" in header_text(merged)
     again = BenchRun.from_dict(json.loads(json.dumps(merged.to_dict())))

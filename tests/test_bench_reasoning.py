@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from latencykit.bench.cli import main
+from latencykit.commands._bench import main
 
 CLI = [sys.executable, "-m", "latencykit.cli"]
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from latencykit.bench._cell import BenchRun
 from latencykit.bench._run import BenchConfig, parse_matrix, run_bench
-from latencykit.bench.cli import main
+from latencykit.commands._bench import main
 from latencykit.emulator._timing import IDEAL_TIMING
 
 FAST = asdict(IDEAL_TIMING) | {"time_scale": 0.1, "output_tokens": 8}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from latencykit.bench._cell import FORMAT, BenchRun
-from latencykit.bench.cli import main
+from latencykit.commands._bench import main
 
 CLI = [sys.executable, "-m", "latencykit.cli"]
 
@@ -30,7 +30,7 @@ def run_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_summary_holds_percentiles_in_seconds_for_every_metric(run_file: Path) -> None:
     """Plain JSON (as jq or pandas read it): P50..P99.9, mean, n for each metric, equal to the pooled samples within 1 %."""
     data = json.loads(run_file.read_text())
-    assert data["format"] == FORMAT == "latencykit-bench/2"
+    assert data["format"] == FORMAT == "latencykit-bench/3"
     cell = data["cells"][0]
     ttft = cell["summary"]["ttft"]
     assert set(ttft) == {"n", "mean_s", "min_s", "p50_s", "p90_s", "p95_s", "p99_s", "p99_9_s", "max_s"}
@@ -57,7 +57,7 @@ def test_jq_reads_p99_ttft(run_file: Path) -> None:
 
 
 def test_an_old_format_file_is_still_compared_and_merged(run_file: Path, tmp_path: Path) -> None:
-    """A latencykit-bench/1 file (no summary) is read by ``bench compare`` and ``bench merge``; merge writes /2."""
+    """A latencykit-bench/1 file (no summary) is read by ``bench compare`` and ``bench merge``; merge writes the current format."""
     data = json.loads(run_file.read_text())
     data["format"] = "latencykit-bench/1"
     for cell in data["cells"]:

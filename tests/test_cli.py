@@ -13,7 +13,7 @@ import pytest
 
 import latencykit as lk
 from latencykit.bench._strategies import DEMO_NAMES
-from latencykit.bench.demo import run_demo
+from latencykit.commands._demo import run_demo
 from latencykit.cli import main
 
 

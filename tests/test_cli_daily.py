@@ -217,7 +217,7 @@ def test_ctrl_c_with_workers_leaves_no_worker(slow_emulator: Emulator, tmp_path:
 
 def test_doctor_numbers_are_plain_decimals() -> None:
     """KV-cache usage and hit rates read as percentages, small seconds as decimals: never 7.82e-05."""
-    from latencykit.vllm._words import number as _number
+    from latencykit.engines._words import number as _number
 
     assert _number(7.82e-05, "kv_cache_usage_max") == "0.008 %"
     assert _number(0.4312, "prefix_cache_hit_rate") == "43.12 %"

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from latencykit.bench import BenchConfig, BenchRun, run_bench
-from latencykit.bench._clock import estimate_offset, measure_offset, start_on_worker
-from latencykit.bench._cluster import parse_cluster
+from latencykit.fleet._clock import estimate_offset, measure_offset, start_on_worker
+from latencykit.fleet._cluster import parse_cluster
 from latencykit.bench._diagnose import diagnose
-from latencykit.bench._report import cluster_lines, limiting_node, partial_text, report_json, report_markdown
+from latencykit.reports._report import cluster_lines, limiting_node, partial_text, report_json, report_markdown
 from latencykit.bench._run import _count_lost
-from latencykit.bench.cli import main as bench_main
+from latencykit.commands._bench import main as bench_main
 from latencykit.emulator._flags import IDEAL_TIMING
 
 FAST = {**IDEAL_TIMING.__dict__, "time_scale": 0.1, "output_tokens": 8}

@@ -16,7 +16,7 @@ import pytest
 
 from latencykit.bench import BenchConfig, run_bench
 from latencykit.bench._cluster import _raylet_gcs_addresses, auto_address, check_cluster, parse_cluster
-from latencykit.bench.cli import main as bench_main
+from latencykit.commands._bench import main as bench_main
 from latencykit.emulator._flags import IDEAL_TIMING
 
 FAST = {**IDEAL_TIMING.__dict__, "time_scale": 0.1, "output_tokens": 8}

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from latencykit.core._record import CallRecord
 from latencykit.vllm import KINDS, Diagnosis, MetricsWindow, Scrape, diagnose, parse_metrics
-from latencykit.vllm._cli import render
-from latencykit.vllm._window import FIELDS
+from latencykit.commands._doctor import render
+from latencykit.engines._window import FIELDS
 
 import _engine_pages as pages
 from test_metrics_reader import text
@@ -124,7 +124,7 @@ def test_the_tgi_head_says_what_tgi_does_not_expose_in_words() -> None:
 
 
 def test_times_and_shares_carry_units() -> None:
-    from latencykit.vllm._words import figure
+    from latencykit.engines._words import figure
 
     assert figure("server_queue_time_mean_s", 2.709) == "2.71 s" and figure("server_ttft_p50_s", 0.48) == "480 ms"
     assert figure("client_slot_wait_mean_s", 0.000123) == "0.123 ms" and figure("elapsed_s", 0) == "0 s"

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from latencykit.bench._claims import judge_claim, parse_claim
+from latencykit.experiment._claims import judge_claim, parse_claim
 from latencykit.bench._compare import Comparison
-from latencykit.bench._experiment_cli import EXAMPLES, example
-from latencykit.bench._expfile import ExperimentFileError, load_experiment
-from latencykit.bench._quality import Answers, compare_answers, edit_distance, load_scorer, text_tokens
+from latencykit.commands._experiment import EXAMPLES, example
+from latencykit.experiment._file import ExperimentFileError, load_experiment
+from latencykit.experiment._quality import Answers, compare_answers, edit_distance, load_scorer, text_tokens
 from latencykit.bench._stats import Pct
 from latencykit.cli import main as latencykit_main
 

@@ -191,7 +191,7 @@ def test_sigint_at_random_points_leaves_no_server(tmp_path: Path, no_leftovers: 
         assert proc.returncode in (130, 0), f"run {k} after {delay:.2f} s: {proc.returncode}\n{stdout}\n{stderr}"
         if proc.returncode == 130:
             assert stderr.strip().endswith("latencykit: interrupted"), stderr
-            assert json.loads((out / "experiment.json").read_text())["config"]["experiment"]["interrupted"] is True
+            assert json.loads((out / "experiment.json").read_text())["experiment"]["interrupted"] is True
         assert not marked(), f"run {k}: interrupted after {delay:.2f} s left {marked()}"
         _check_state(out)
     assert codes.count(130) >= 3, codes

@@ -15,7 +15,7 @@ import pytest
 
 from latencykit.bench._cell import BenchRun
 from latencykit.bench._run import BenchConfig, run_bench
-from latencykit.bench._svg import fmt_tick, nice_ticks, time_axis
+from latencykit.reports._svg import fmt_tick, nice_ticks, time_axis
 from latencykit.emulator._timing import IDEAL_TIMING
 
 FAST = asdict(IDEAL_TIMING) | {"time_scale": 0.1, "output_tokens": 8}

@@ -11,7 +11,7 @@ from rich.console import Console
 
 import latencykit as lk
 from latencykit import CallRecord, CallTimer
-from latencykit.bench._table import latency_table
+from latencykit.reports._table import latency_table
 from latencykit.core._rank import nearest_rank
 from latencykit.telemetry._sketch import PercentileSketch
 

@@ -110,13 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--table", default="latencykit_semantic", help="table name (or schema.table)")
     init.add_argument("--m", type=_positive_int, default=16, help="HNSW m (links per node)")
     init.add_argument("--ef-construction", type=_positive_int, default=64, help="HNSW ef_construction")
-    from .vllm._cli import add_doctor
+    from .commands._doctor import add_doctor
 
     add_doctor(sub)
-    from .bench.cli import register as add_bench
+    from .commands._bench import register as add_bench
 
     add_bench(sub)
-    from .bench._experiment_cli import register as add_experiment
+    from .commands._experiment import register as add_experiment
 
     add_experiment(sub)
     return parser
@@ -129,7 +129,7 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> int:
 
 def _run(args: argparse.Namespace) -> None:
     if args.command == "doctor":
-        from .vllm._cli import run_doctor
+        from .commands._doctor import run_doctor
 
         if run_doctor(args):
             raise SystemExit(EXIT_FAILURE)
@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> None:
         except (RuntimeError, ValueError) as exc:
             raise _ServeError(str(exc)) from None
     elif args.command == "demo":
-        from .bench.demo import run_demo
+        from .commands._demo import run_demo
 
         run_demo(conversations=args.conversations, parallel=args.parallel, seed=args.seed)
     elif args.command == "emulator":

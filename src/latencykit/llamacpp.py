@@ -1,4 +1,4 @@
-"""llama.cpp's ``llama-server`` behind latencykit (the same objects as in `latencykit.vllm`).
+"""llama.cpp's ``llama-server`` behind latencykit (the same objects as in `latencykit.engines`).
 
 ```python
 from latencykit.llamacpp import LlamaCpp
@@ -12,6 +12,6 @@ client.slots()                                # GET /slots
 
 from __future__ import annotations
 
-from .vllm import AsyncLlamaCpp, Diagnosis, Doctor, LlamaCpp, Scrape, doctor, fetch_metrics
+from .engines import AsyncLlamaCpp, Diagnosis, Doctor, LlamaCpp, Scrape, doctor, fetch_metrics
 
 __all__ = ["LlamaCpp", "AsyncLlamaCpp", "Scrape", "fetch_metrics", "Doctor", "doctor", "Diagnosis"]

@@ -40,7 +40,7 @@ def ray_processes() -> set[int]:
             state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if state != "Z" and (b"ray::" in cmd or b"gcs_server" in cmd or b"/raylet" in cmd or b"latencykit.bench._local_ray" in cmd
+        if state != "Z" and (b"ray::" in cmd or b"gcs_server" in cmd or b"/raylet" in cmd or b"latencykit.fleet._local_ray" in cmd
                              or b"ray/dashboard" in cmd or b"ray/autoscaler" in cmd or b"log_monitor.py" in cmd):
             out.add(int(name))
     return out

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from latencykit.bench import BenchConfig, BenchRun, run_bench
-from latencykit.bench._fleet import SKEW_ENV
+from latencykit.fleet._fleet import SKEW_ENV
 
 from .conftest import ray_processes
 
@@ -133,7 +133,7 @@ def _wait_for_requests(url: str, count: int, timeout: float = 120) -> None:
 def _worker_pids(timeout: float = 90) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pids = [pid for pid in ray_processes() if b"ray::BenchWorker" in _cmdline(pid)]
+        pids = [pid for pid in ray_processes() if b"ray::FleetWorker" in _cmdline(pid)]
         if len(pids) >= 2:
             return sorted(pids)
         time.sleep(0.2)
@@ -205,7 +205,7 @@ def test_experiment_sends_each_strategy_from_the_cluster(tmp_path: Path, monkeyp
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
     from latencykit.bench import experiment
-    from latencykit.bench._experiment_cli import example
+    from latencykit.commands._experiment import example
 
     spec = tomllib.loads(example("emulator"))
     spec["traffic"]["requests"] = 16
@@ -227,7 +227,7 @@ def test_ctrl_c_while_the_cluster_starts_leaves_no_ray_process(tmp_path: Path) -
     """A Ctrl-C before the nodes are up: exit 130 and every process of the half-started cluster stopped."""
     p = _cli(["--cluster", "local:2", "--requests", "20", "--quiet", "--out", str(tmp_path / "run.json")], tmp_path)
     deadline = time.monotonic() + 60
-    while not any(b"latencykit.bench._local_ray" in _cmdline(pid) for pid in ray_processes()):
+    while not any(b"latencykit.fleet._local_ray" in _cmdline(pid) for pid in ray_processes()):
         assert time.monotonic() < deadline, "the local cluster helper never started"
         time.sleep(0.05)
     time.sleep(1.0)  # its Ray processes are starting

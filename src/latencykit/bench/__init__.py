@@ -1,12 +1,24 @@
-"""Traffic, demo and benchmark commands (the ``bench`` extra: emulator, rich, OTel SDK).
+"""The benchmark: traffic, targets, the load runner, run files, compare and merge (the ``bench`` extra).
 
-Owns the traffic shapes, the load runner, run files (the model: ``_cell``, ``_run``) and their
-views (``_report``, ``_html``, ``_compare``), the demo, server-strategy experiments
-(``experiment``: ``_expfile``, ``_servers``, ``_quality``, ``_claims``, ``_experiment``, ``_exp_*``),
-and the Ray placement of the workers (``--cluster``: ``_cluster``, ``_local_ray``, ``_clock``,
-``_fleet``, ``_ray_worker``; Ray imported only there, lazily).
+```python
+from latencykit.bench import BenchConfig, BenchRun, run_bench
 
-Layer: below the CLI only. May import every other layer; nothing in the library imports it.
+run = run_bench(BenchConfig(requests=200, concurrency=(8, 32)))   # against the embedded emulator
+run.save("run.json"); run.report()                                 # a run file; its terminal report
+```
+
+What this package owns: the traffic shapes and their text (``_traffic``, ``_text``), targets and
+the clients that send (``_targets``, ``_clients``), the load runner (``_config``, ``_load``,
+``_workers``, ``_run``; on a Ray cluster ``_ray_worker``: the job the fleet's workers run), the run
+model and run files (``_cell``: `Cell`, `BenchRun`), compare and the CI gate (``_compare``),
+merge (``_merge``), rates, statistics and warnings (``_rates``, ``_stats``, ``_diagnose``), the
+registry through which a run finds its views (``_views``) and the demo's strategy comparison
+(``_strategies``). It may import the fleet, the providers, the emulator, telemetry and the core;
+never the experiment, the reports or the commands (docs/architecture.md).
+
+`experiment`, `ExperimentRun`, `load_experiment` and `ExperimentFileError` live in
+`latencykit.experiment`; they are still found here, by name on first use, for code written
+before the package split (nothing in the library imports them from here).
 """
 
 from __future__ import annotations
@@ -22,15 +34,18 @@ _LAZY = {
     "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
     "GateResult": "._compare", "gate_runs": "._compare",
     "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic",
-    "experiment": "._experiment", "ExperimentRun": "._exp_run", "load_experiment": "._expfile",
-    "ExperimentFileError": "._expfile",
 }  # fmt: skip
+
+_MOVED = {"experiment": "latencykit.experiment", "ExperimentRun": "latencykit.experiment",
+          "load_experiment": "latencykit.experiment", "ExperimentFileError": "latencykit.experiment"}  # fmt: skip
+"""Names that moved up to another package, forwarded by name (a layer below never imports one above)."""
 
 
 def __getattr__(name: str) -> Any:
-    """Lazy public names, so ``import latencykit.bench.demo`` stays light."""
-    if name in _LAZY:
+    """Lazy public names, so importing the package stays light."""
+    if name in _LAZY or name in _MOVED:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+        module = importlib.import_module(_LAZY[name], __name__) if name in _LAZY else importlib.import_module(_MOVED[name])
+        return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

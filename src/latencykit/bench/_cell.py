@@ -21,13 +21,17 @@ from ._load import SKETCHED, CellResult, new_sketches
 from ._merge import load_differences, overlap_note, run_differences
 from ._rates import add_rates, part_rates
 from ._stats import Pct, percentiles
+from ._views import view
 
 __all__ = ["BenchRun", "Cell", "FORMAT", "READABLE", "SLO_PRESETS"]
 
-FORMAT = "latencykit-bench/2"
-"""Run-file format written: /2 adds each cell's ``summary`` (percentiles in seconds, for ``jq``)."""
-READABLE = ("latencykit-bench/1", FORMAT)
-"""Run-file formats read (``bench compare`` and ``bench merge`` take either)."""
+FORMAT = "latencykit-bench/3"
+"""Run-file format written: /2 added each cell's ``summary`` (percentiles in seconds, for ``jq``); /3 moves what an
+experiment measured out of ``config`` into a top-level ``experiment`` section (`BenchRun.sections`); a bench run's
+own fields are the same in /2 and /3."""
+READABLE = ("latencykit-bench/1", "latencykit-bench/2", FORMAT)
+"""Run-file formats read (``bench compare``, ``bench merge`` and ``experiment --report`` take any of them)."""
+_CORE_KEYS = ("format", "config", "env", "cells", "partial")
 SUMMARY_QUANTILES = (("p50_s", 0.5), ("p90_s", 0.9), ("p95_s", 0.95), ("p99_s", 0.99), ("p99_9_s", 0.999))
 SLO_PRESETS: tuple[SLO, ...] = (CHAT_TTFT, CODE_COMPLETION_TTFT, BATCH_E2E)
 
@@ -288,6 +292,9 @@ class BenchRun:
     cells: list[Cell]
     partial: Optional[str] = None
     """Why the run is incomplete (``"interrupted (Ctrl-C) ..."``), or ``None``: a partial run holds what was measured."""
+    sections: dict[str, Any] = field(default_factory=dict)
+    """Top-level sections of the run file beyond the bench's own, added by a layer above (``experiment``: what an
+    experiment measured), written and read back unchanged; `merge` keeps the first run's."""
 
     @property
     def emulated(self) -> bool:
@@ -308,6 +315,7 @@ class BenchRun:
         out = {"format": FORMAT, "config": self.config, "env": self.env, "cells": [c.to_dict() for c in self.cells]}
         if self.partial is not None:
             out["partial"] = self.partial
+        out.update((k, v) for k, v in self.sections.items() if k not in _CORE_KEYS)
         return out
 
     def save(self, path: Union[str, Path]) -> Path:
@@ -321,7 +329,8 @@ class BenchRun:
         """Inverse of `to_dict`; ``ValueError`` for another format."""
         if not isinstance(d, dict) or d.get("format") not in READABLE:
             raise ValueError(f"not a latencykit bench run file (format {d.get('format') if isinstance(d, dict) else None!r}, expected one of {READABLE})")
-        return cls(dict(d["config"]), dict(d["env"]), [Cell.from_dict(c) for c in d["cells"]], d.get("partial"))
+        return cls(dict(d["config"]), dict(d["env"]), [Cell.from_dict(c) for c in d["cells"]], d.get("partial"),
+                   {k: v for k, v in d.items() if k not in _CORE_KEYS})  # fmt: skip
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "BenchRun":
@@ -339,7 +348,9 @@ class BenchRun:
     def merge(cls, runs: Sequence["BenchRun"], *, force: bool = False, names: Optional[Sequence[str]] = None) -> "BenchRun":
         """One run holding every request of ``runs``, which ran side by side (workers, machines): cells with equal
         keys merge exactly and their rates add. ``ValueError`` names what differs when the runs measured different
-        things (`latencykit.bench._merge`); ``force=True`` merges them anyway and records it (``config["forced"]``)."""
+        things (`latencykit.bench._merge`); ``force=True`` merges them anyway and records it (``config["forced"]``).
+        The first run's `sections` are kept as they were (``latencykit bench merge`` recomputes an experiment's from
+        the merged cells: `latencykit.experiment.ExperimentRun.from_bench`)."""
         if not runs:
             raise ValueError("nothing to merge")
         names = list(names) if names is not None else [f"run {i + 1}" for i in range(len(runs))]
@@ -349,7 +360,8 @@ class BenchRun:
             diff = run_differences(first.config, run.config)
             if diff:
                 problems.append(f"{name} differs from {names[0]}: " + "; ".join(diff))
-        out = cls(dict(first.config), dict(first.env), [Cell.from_dict(c.to_dict()) for c in first.cells], first.partial)
+        out = cls(dict(first.config), dict(first.env), [Cell.from_dict(c.to_dict()) for c in first.cells], first.partial,
+                  dict(first.sections))  # fmt: skip
         out.config["merged_from"] = sum(int(r.config.get("merged_from", 1)) for r in runs)
         for name, run in zip(names[1:], runs[1:]):
             for cell in run.cells:
@@ -375,21 +387,15 @@ class BenchRun:
         return out
 
     def report(self, console: Any = None) -> None:
-        """Print the terminal report (rich)."""
-        from ._report import print_report
-
-        print_report(self, console)
+        """Print the terminal report (rich; `latencykit.reports.print_report`)."""
+        view("bench.report")(self, console)
 
     def to_html(self) -> str:
-        """A standalone HTML report with plots (CDFs, TTFT vs load, timeline)."""
-        from ._html import render_html
-
-        return render_html(self)
+        """A standalone HTML report with plots (CDFs, TTFT vs load, timeline; `latencykit.reports.render_html`)."""
+        return str(view("bench.html")(self))
 
     def _repr_html_(self) -> str:
-        from ._html import render_html
-
-        return render_html(self, standalone=False)
+        return str(view("bench.html")(self, standalone=False))
 
     def __repr__(self) -> str:
         c = self.cells[0] if self.cells else None

@@ -154,7 +154,7 @@ class BenchConfig:
         if not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"workers must be a positive int, got {self.workers!r}")
         if self.cluster is not None:
-            from ._cluster import parse_cluster
+            from ..fleet._cluster import parse_cluster
 
             parse_cluster(self.cluster)
             if self.workers != 1:

@@ -1,14 +1,15 @@
-"""`BenchWorker`: one long-lived async Ray actor per client worker, running today's worker loop.
+"""`BenchShare`: a client worker's share of one cell on a Ray worker — the job a `latencykit.fleet` actor runs.
 
-The driver (`latencykit.bench._fleet`) makes it an actor with ``ray.remote`` and pins it to a
-node. Per cell it is handed its share (`prepare`), then one start instant on the driver's wall
-clock with its measured clock offset (`run`): it converts the instant into its own monotonic
-clock and runs `drive` there. It answers `clock` (its wall clock) for the offset exchanges and
-`progress` (requests finished and started) while a cell runs, and `interrupt` cancels the cell
-(what finished comes back, marked interrupted). It returns the run-file cell format (sketches,
-samples, health), never a stream of records.
+The driver (`run_cell_on`, from `latencykit.bench._run`) deals the live workers of a
+`latencykit.fleet.Fleet` the cell's requests round-robin with their **global** intended send
+times (an open loop's schedule is the whole run's; a closed loop's concurrency is split) and
+hands each this class. On the worker it is built from its share (`prepare`), then, at the
+fleet's one start instant converted to the worker's own monotonic clock, runs `drive` there
+(`run`). It returns the run-file cell format (sketches, samples, health), never a stream of
+records; the driver puts each window on its own timeline and the results merge exactly as
+``bench merge`` does.
 
-This module imports no Ray: the class is made remote by the driver.
+This module imports no Ray: the fleet's actor (`latencykit.fleet._actor.FleetWorker`) hosts the job.
 """
 
 from __future__ import annotations
@@ -16,62 +17,39 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
-import time
-from typing import Any, Optional
+from dataclasses import asdict
+from typing import Any, Callable, Optional, Sequence
 
-from ._clock import start_on_worker
+from ..fleet._actor import WorkerInfo
+from ..fleet._fleet import Fleet
+from ._config import BenchConfig
+from ._load import CellResult, LoadSpec
+from ._targets import TargetSpec
+from ._traffic import TrafficRequest
+from ._workers import result_from_dict, share_of, slot_delays_for
 
-__all__ = ["BenchWorker"]
+__all__ = ["BenchShare", "run_cell_on"]
 
 
-class BenchWorker:
-    """A client worker on one node: ``index`` (global worker number), ``node`` (the node's number in the run)."""
+class BenchShare:
+    """A client worker's share of one cell on one node: ``index`` (global worker number), ``node`` (the node's number in the run)."""
 
-    def __init__(self, index: int, node: int, node_id: str, skew: float = 0.0) -> None:
-        self.index = index
-        self.node = node
-        self.node_id = node_id
-        self._skew = skew  # tests: pretend this node's wall clock is off by this much
-        self._task: Optional[asyncio.Future[Any]] = None
+    def __init__(self, payload: dict[str, Any], info: WorkerInfo) -> None:
+        self.index = info.index
+        self.node = info.node
+        self.node_id = info.node_id
+        self._skew = info.skew  # tests: pretend this node's wall clock is off by this much
+        self._payload = payload
         self._prepared: Optional[dict[str, Any]] = None
         self._counts = {"dealt": 0, "started": 0, "finished": 0}
 
-    def _wall(self) -> float:
-        return time.time() + self._skew
-
-    async def hello(self) -> dict[str, Any]:
-        """Who and where this worker is: pid, host, CPUs, versions."""
-        try:
-            from importlib.metadata import version
-
-            lk: Optional[str] = version("latencykit")
-        except Exception:
-            lk = None
-        return {"worker": self.index, "node": self.node, "node_id": self.node_id, "pid": os.getpid(),
-                "host": socket.gethostname(), "cpus": os.cpu_count(), "python": sys.version.split()[0], "latencykit": lk}  # fmt: skip
-
-    async def clock(self) -> float:
-        """This node's wall clock (one side of an offset exchange)."""
-        return self._wall()
-
-    async def progress(self) -> dict[str, int]:
-        """Requests dealt to, started by and finished by this worker in the current cell."""
-        return dict(self._counts)
-
-    async def interrupt(self) -> bool:
-        """Cancel the running cell (its finished requests still come back); ``False`` if none runs."""
-        if self._task is None or self._task.done():
-            return False
-        self._task.cancel()
-        return True
-
-    async def prepare(self, payload: dict[str, Any]) -> int:
+    async def prepare(self) -> int:
         """Take this worker's share of a cell: build (or receive) its requests; returns how many."""
         from ._config import BenchConfig, build_requests
         from ._load import LoadSpec
         from ._targets import TargetSpec
 
+        payload = self._payload
         config = BenchConfig(**{**payload["config"], "matrix": tuple(payload["config"]["matrix"]), "cluster": None,
                                 "per_node": None})  # fmt: skip
         shares = payload.get("requests")
@@ -101,31 +79,31 @@ class BenchWorker:
         for sender in senders:
             await sender.aclose()
 
-    async def run(self, start_wall: float, offset: float) -> dict[str, Any]:
-        """Run the prepared share from the driver's wall-clock instant ``start_wall`` (this worker's clock is
-        ``offset`` ahead of the driver's): the cell result as a dict, window in this node's wall clock."""
+    async def run(self, start_at: float, started: Callable[[], None], finished: Callable[[], None]) -> dict[str, Any]:
+        """Run the prepared share from ``start_at`` (this process's ``perf_counter``, the fleet's start instant):
+        the cell result as a dict, window in this node's wall clock."""
         from ._workers import drive, result_to_dict
 
         p = self._prepared
         if p is None:
             raise RuntimeError("run() before prepare()")
         self._prepared = None
-        start_at = start_on_worker(start_wall, offset, self._wall(), time.perf_counter())
         counts = self._counts
 
-        def finished() -> None:
+        def on_finished() -> None:
             counts["finished"] += 1
+            finished()
 
-        def started() -> None:
+        def on_started() -> None:
             counts["started"] += 1
+            started()
 
         config = p["config"]
-        self._task = asyncio.ensure_future(drive(
-            p["requests"], p["offsets"], p["load"], p["target"], p["strategy"], config.control, start_at=start_at,
-            worker=self.index, progress=finished, slot_delays=p["slot_delays"], freeze=config.freeze_heap,
-            started=started))  # fmt: skip
         try:
-            result = await self._task
+            result = await drive(
+                p["requests"], p["offsets"], p["load"], p["target"], p["strategy"], config.control, start_at=start_at,
+                worker=self.index, progress=on_finished, slot_delays=p["slot_delays"], freeze=config.freeze_heap,
+                started=on_started)  # fmt: skip
         except asyncio.CancelledError:  # interrupted before its load loop began: nothing measured
             from ._load import CellResult, new_sketches
 
@@ -137,3 +115,34 @@ class BenchWorker:
         out["health"].update(worker=self.index, node=self.node, node_id=self.node_id, host=socket.gethostname(),
                              pid=os.getpid())  # fmt: skip
         return out
+
+
+def run_cell_on(fleet: Fleet, config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dict[str, str],
+                requests: Sequence[TrafficRequest], offsets: Optional[list[float]],
+                progress: Optional[Callable[[int], None]]) -> tuple[list[CellResult], list[dict[str, Any]]]:  # fmt: skip
+    """Run one cell on the fleet's live workers: their results (windows on the driver's clock) and the workers lost.
+
+    ``RuntimeError`` when no worker is left or every worker failed; a Ctrl-C interrupts the workers
+    (each returns what finished, marked interrupted) and a second one abandons them."""
+    base = {"config": config.to_dict(), "target": asdict(target), "strategy": strategy, "offsets": offsets}
+    replay = config.traffic == "replay"
+
+    def deal(j: int, n: int) -> tuple[dict[str, Any], int]:
+        share = [r for r in requests if r.index % n == j]
+        payload = {**base, "load": asdict(share_of(load, j, n)), "slot_delays": slot_delays_for(load, j, n),
+                   "indices": [r.index for r in share], "requests": share if replay else None}  # fmt: skip
+        return payload, len(share)
+
+    done = fleet.run(BenchShare, deal, progress)
+    results = []
+    for w, data in done.results.items():
+        res = result_from_dict(data)
+        off = done.offsets[w]
+        res.window = (None if res.window[0] is None else res.window[0] - off,
+                      None if res.window[1] is None else res.window[1] - off)  # fmt: skip
+        if res.health:  # this worker's measured window, on the driver's timeline
+            res.health["window"] = list(res.window)
+        if done.interrupted:
+            res.interrupted = True
+        results.append(res)
+    return results, done.lost

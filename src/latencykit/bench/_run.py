@@ -94,7 +94,7 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
         config = replace(config, cluster=cluster if cluster is not None else config.cluster,
                          per_node=per_node if per_node is not None else config.per_node)  # fmt: skip
     if fleet is None and config.cluster is not None:
-        from ._fleet import Fleet
+        from ..fleet._fleet import Fleet
 
         fleet, owned = Fleet(config.cluster, config.per_node, verbose=verbose), True
 
@@ -125,7 +125,7 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
         if fleet is not None:
             if owned:
                 fleet.__enter__()
-            fleet.check_reachable(target)
+            fleet.check_reachable(target.base_url)
             run.env["cluster"] = fleet.describe()
         bar = _Progress(console) if progress else None
         for done, (strategy, load) in enumerate(cells):
@@ -178,7 +178,9 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
     tick = bar.start(cell.key, len(requests)) if bar is not None else None
     workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers
     if fleet is not None:
-        results, lost = fleet.run_cell(config, target, load, strategy, requests, offsets, tick)
+        from ._ray_worker import run_cell_on
+
+        results, lost = run_cell_on(fleet, config, target, load, strategy, requests, offsets, tick)
         for result in results:
             cell.absorb(result)
         if lost:

@@ -49,8 +49,6 @@ def demo_comparison(
     from rich.console import Console
     from rich.table import Table
 
-    from ._report import ms
-
     if timing is None:
         timing = replace(DEMO_TIMING, jitter=COMPARISON_JITTER)
     config = BenchConfig(target="emulator", api="anthropic", traffic="shared-prefix", documents=2, requests=requests,
@@ -71,7 +69,7 @@ def demo_comparison(
         hits = sum(1 for s in cell.measured if (s["cache_read"] or 0) > 0)
         r50, r99 = rows.get(cell.key), rows99.get(cell.key)
         speed = "baseline" if r50 is None or r99 is None else f"{_x(r50.speedup)} / {_x(r99.speedup)}"
-        table.add_row(name, f"{ms(cell.value('ttft', 0.5), 0)} / {ms(cell.value('ttft', 0.99), 0)}", speed,
+        table.add_row(name, f"{_ms(cell.value('ttft', 0.5))} / {_ms(cell.value('ttft', 0.99))}", speed,
                       f"{hits}/{len(cell.measured)}")  # fmt: skip
     console.print(table)
     console.print("[dim]TTFT of a non-streamed call = when the whole answer arrived (the caller sees nothing earlier); "
@@ -87,6 +85,10 @@ requests, and P50 planner on vs off came out either way round in repeated runs."
 
 DEMO_NAMES = ("raw SDK create()", "latencykit planner off", "latencykit planner on")
 """Row names of `DEMO_STRATEGIES`, in order."""
+
+
+def _ms(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v * 1000:,.0f}"
 
 
 def _x(v: Optional[float]) -> str:

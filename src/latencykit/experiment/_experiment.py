@@ -31,16 +31,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
-from ._cell import BenchRun, Cell
-from ._clients import make_sender
-from ._exp_run import ExperimentRun, RoundResult, StrategyResult
-from ._expfile import ExperimentFileError, ExperimentSpec, StrategySpec, load_experiment
+from ..bench._cell import BenchRun, Cell
+from ..bench._clients import make_sender
+from ._run import ExperimentRun, RoundResult, StrategyResult
+from ._file import ExperimentFileError, ExperimentSpec, StrategySpec, load_experiment
 from ._quality import Answers, collect_answers, compare_answers, load_scorer, quality_prompts
-from ._run import BenchConfig, _first_model, environment, resolve_levers, run_bench
+from ..bench._run import BenchConfig, _first_model, environment, resolve_levers, run_bench
 from ._memory import MemorySampler
 from ._servers import ServerFailed, ServerProcess, ServerRegistry, free_port
-from ._targets import Observed, TargetSpec, resolve_target
-from ._traffic import TrafficRequest, generate, load_replay
+from ..bench._targets import Observed, TargetSpec, resolve_target
+from ..bench._traffic import TrafficRequest, generate, load_replay
 
 __all__ = ["experiment"]
 
@@ -60,7 +60,7 @@ class _Context:
     progress: bool = False
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: Any = None
-    """The Ray workers (`latencykit.bench._fleet.Fleet`) every strategy's traffic is sent from, or ``None``."""
+    """The Ray workers (`latencykit.fleet.Fleet`) every strategy's traffic is sent from, or ``None``."""
 
     def say(self, text: str) -> None:
         if self.console is not None:
@@ -119,7 +119,7 @@ class _Scraper:
 
     def _scrape(self) -> None:
         try:
-            from ..vllm import fetch_metrics
+            from ..engines import fetch_metrics
 
             self.scrapes.append(fetch_metrics(self.url, timeout=5))
         except ImportError as exc:
@@ -144,7 +144,7 @@ class _Scraper:
             self._scrape()
         if len(self.scrapes) < 2:
             return {"error": self.error or "fewer than two scrapes"}
-        from ..vllm import MetricsWindow
+        from ..engines import MetricsWindow
 
         window = MetricsWindow(self.scrapes)
         out: dict[str, Any] = window.summary()
@@ -350,7 +350,7 @@ def experiment(
     interrupted = False
     fleet = None
     if cluster is not None:
-        from ._fleet import Fleet
+        from ..fleet._fleet import Fleet
 
         BenchConfig(cluster=cluster, per_node=per_node)  # a bad address or count: ValueError before anything starts
         fleet = Fleet(cluster, per_node, verbose=verbose)

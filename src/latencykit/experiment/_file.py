@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from ._claims import Claim, parse_claim
-from ._run import BenchConfig
+from ..bench._run import BenchConfig
 from ._servers import find_executable, port_free
-from ._stats import parse_slo
-from ._targets import TARGETS, resolve_target
+from ..bench._stats import parse_slo
+from ..bench._targets import TARGETS, resolve_target
 
 __all__ = ["ExperimentFileError", "ExperimentSpec", "QualitySpec", "ServerTemplate", "StrategySpec", "load_experiment"]
 

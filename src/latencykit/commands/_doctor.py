@@ -3,7 +3,7 @@ Triton, TensorRT-LLM, llama.cpp), on the terminal.
 
 One window (``--duration`` seconds of scrapes every ``--interval``; ``0``: one scrape, counters
 since start-up) and its findings, or with ``--watch`` a live rich display re-diagnosing a
-rolling window until Ctrl-C. The window is judged by `latencykit.vllm.doctor`, the function the
+rolling window until Ctrl-C. The window is judged by `latencykit.engines.doctor`, the function the
 Python API uses, so the same scrapes and records give the same findings. ``--records FILE``
 (JSON Lines from ``Recorder.to_jsonl``) adds the client's records; without them the doctor
 judges the server's own metrics only (no client-vs-server TTFT, no "shared prefixes"
@@ -21,9 +21,9 @@ import urllib.error
 from typing import Any
 
 from ..telemetry._recorder import Recorder
-from ._doctor import Doctor, doctor, metrics_url, server_root
-from ._findings import Diagnosis
-from ._words import KIND_WORDS, engine_name, evidence_text, figure, label
+from ..engines._doctor import Doctor, doctor, metrics_url, server_root
+from ..engines._findings import Diagnosis
+from ..engines._words import KIND_WORDS, engine_name, evidence_text, figure, label
 
 __all__ = ["add_doctor", "is_emulated", "render", "run_doctor"]
 
@@ -97,7 +97,7 @@ def is_emulated(url: str, timeout: float = 2.0) -> bool:
 
 def render(diagnosis: Diagnosis, url: str, emulated: bool = False) -> Any:
     """A rich renderable of ``diagnosis`` (needs rich); ``emulated`` labels the metrics as the emulator's. Words, not
-    keys (`latencykit.vllm._words`): ``--json`` keeps the keys."""
+    keys (`latencykit.engines._words`): ``--json`` keeps the keys."""
     from rich.console import Group
     from rich.markup import escape
     from rich.panel import Panel

@@ -1,13 +1,13 @@
 """Self-hosted engines: vLLM, SGLang, TGI, Triton, TensorRT-LLM and llama.cpp clients, a ``/metrics`` reader, and a doctor.
 
 ```python
-import latencykit.vllm as lkv
+import latencykit.engines as lke
 
-client = lkv.VLLM("http://127.0.0.1:8000")          # a latencykit.OpenAI; model from /v1/models
+client = lke.VLLM("http://127.0.0.1:8000")          # a latencykit.OpenAI; model from /v1/models
 client.chat.completions.create(messages=[{"role": "user", "content": "hi"}], max_tokens=16)
 client.latency.last.extra["tokens_per_step"]         # per call, from continuous usage stats
-print(lkv.doctor("http://127.0.0.1:8000", records=client.latency))  # what limits the server
-sg = lkv.Server("http://127.0.0.1:30000", engine="sglang")   # SGLang, TGI, Triton, trtllm-serve presets
+print(lke.doctor("http://127.0.0.1:8000", records=client.latency))  # what limits the server
+sg = lke.Server("http://127.0.0.1:30000", engine="sglang")   # SGLang, TGI, Triton, trtllm-serve presets
 print(sg.doctor())                                           # reads sglang:* names, advises --max-running-requests
 ```
 
@@ -15,7 +15,9 @@ What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
 `AsyncLlamaCpp`, `Server`, `AsyncServer`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
 `Histogram`; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
 `doctor`, `Diagnosis`, `Finding`, `Thresholds`, `slot_queue`). It imports the core, the providers and
-the telemetry Recorder, never the emulator or the bench. See ``docs/self-hosted.md``.
+the telemetry Recorder; never the emulator, the fleet, the semantic cache or anything above the
+providers. Its former name `latencykit.vllm` (and `latencykit.llamacpp`, its llama.cpp face) stays
+importable as an alias, with no warning. See ``docs/self-hosted.md``.
 
 The clients are imported on first use (PEP 562 ``__getattr__``), so the reader and the doctor
 (``latencykit doctor``) start without importing the OpenAI and Anthropic SDKs.

@@ -136,7 +136,7 @@ class _SelfHosted:
         return fetch_metrics(self.metrics_url, timeout)
 
     def doctor(self, *, duration: float = 5.0, interval: float = 1.0, thresholds: Optional[Thresholds] = None) -> Diagnosis:
-        """`latencykit.vllm.doctor` on this server, with this client's records."""
+        """`latencykit.engines.doctor` on this server, with this client's records."""
         from ._doctor import doctor
 
         recorder = getattr(self, "latency")

@@ -1,16 +1,15 @@
-"""`Fleet`: the bench's client workers as long-lived Ray actors spread over a cluster's nodes.
+"""`Fleet`: long-lived worker actors spread over a Ray cluster's nodes, and one round of a job run on them.
 
-One async actor per worker (`latencykit.bench._ray_worker.BenchWorker`), pinned to its node
+One async actor per worker (`latencykit.fleet._actor.FleetWorker`), pinned to its node
 (node affinity, never one actor per request), ``per_node`` of them on each node (default: one
-per CPU Ray gives the node). Per cell the requests are dealt round-robin over the live workers
-with their **global** intended send times (an open loop's schedule is the whole run's; a closed
-loop's concurrency is split), every worker gets one start instant on the driver's wall clock and
-its clock offset (`latencykit.bench._clock`), and each returns its cell result — sketches,
-samples, health — which merge exactly as ``bench merge`` does.
+per CPU Ray gives the node). Per round (`Fleet.run`) each live worker is dealt its share of a
+job — the bench deals a cell's requests round-robin with their **global** intended send times
+(`latencykit.bench._ray_worker`) — every worker gets one start instant on the driver's wall
+clock and its clock offset (`latencykit.fleet._clock`), and each returns its result.
 
-A worker that dies mid-cell (its node lost, the process killed) does not stop the run: what it
+A worker that dies mid-round (its node lost, the process killed) does not stop the run: what it
 had been dealt is counted from its last progress report as finished-but-lost, in flight (cut)
-and unsent, the cell is marked partial, and the next cells run on the workers left.
+and unsent, and the next rounds run on the workers left.
 """
 
 from __future__ import annotations
@@ -22,18 +21,14 @@ import socket
 import sys
 import time
 import warnings
-from dataclasses import asdict
-from typing import Any, Callable, Iterator, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
 
 from ._clock import ClockOffset, measure_offset
 from ._cluster import ClusterSpec, LocalRayCluster, check_cluster, import_ray, parse_cluster, ray_env
-from ._config import BenchConfig
-from ._load import CellResult, LoadSpec
-from ._targets import TargetSpec
-from ._traffic import TrafficRequest
-from ._workers import result_from_dict, share_of, slot_delays_for
+from ._actor import Job, WorkerInfo
 
-__all__ = ["Fleet", "SKEW_ENV"]
+__all__ = ["Fleet", "FleetRound", "SKEW_ENV"]
 
 SKEW_ENV = "LATENCYKIT_TEST_CLOCK_SKEW"
 """Tests only: ``"1=5.0"`` makes worker 1 read its wall clock 5 s fast (a skewed node, detected and corrected)."""
@@ -127,11 +122,11 @@ class Fleet:
             raise ValueError(f"--cluster {self.spec.text}: the cluster has no live node")
         import importlib
 
-        from ._ray_worker import BenchWorker
+        from ._actor import FleetWorker
 
         NodeAffinitySchedulingStrategy = importlib.import_module("ray.util.scheduling_strategies").NodeAffinitySchedulingStrategy
 
-        remote = ray.remote(num_cpus=0, max_restarts=0)(BenchWorker)
+        remote = ray.remote(num_cpus=0, max_restarts=0)(FleetWorker)
         skews = _skews()
         w = 0
         for i, n in enumerate(nodes):
@@ -201,18 +196,18 @@ class Fleet:
             self._saved_cluster_flag = None
 
     # -- facts ---------------------------------------------------------------------------------
-    def check_reachable(self, target: TargetSpec) -> None:
+    def check_reachable(self, base_url: Optional[str]) -> None:
         """``ValueError`` when workers on other hosts are pointed at a loopback URL (an in-process emulator, a
         server an experiment started on 127.0.0.1): they would measure their own machine, or nothing."""
         from urllib.parse import urlparse
 
-        host = (urlparse(target.base_url or "").hostname or "").lower()
+        host = (urlparse(base_url or "").hostname or "").lower()
         if host not in ("127.0.0.1", "localhost", "::1") and not host.startswith("127."):
             return
         here = socket.gethostname()
         away = sorted({w["host"] for w in self.workers if w["host"] != here})
         if away:
-            raise ValueError(f"the target {target.base_url} is on the loopback of {here}, which the workers on "
+            raise ValueError(f"the target {base_url} is on the loopback of {here}, which the workers on "
                              f"{', '.join(away)} cannot reach: serve it on an address they reach (for the emulator, "
                              "`latencykit emulator --host 0.0.0.0` and --base-url http://HOST:8000)")  # fmt: skip
 
@@ -232,34 +227,29 @@ class Fleet:
         """Workers still running."""
         return [w["worker"] for w in self.workers if w["alive"]]
 
-    # -- one cell --------------------------------------------------------------------------------
-    def run_cell(self, config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dict[str, str],
-                 requests: Sequence[TrafficRequest], offsets: Optional[list[float]],
-                 progress: Optional[Callable[[int], None]]) -> tuple[list[CellResult], list[dict[str, Any]]]:  # fmt: skip
-        """Run one cell on the live workers: their results (windows on the driver's clock) and the workers lost.
+    # -- one round -------------------------------------------------------------------------------
+    def run(self, job: Callable[[dict[str, Any], WorkerInfo], Job], deal: Callable[[int, int], tuple[dict[str, Any], int]],
+            progress: Optional[Callable[[int], None]]) -> "FleetRound":  # fmt: skip
+        """Run ``job`` on the live workers, the ``j``-th of ``n`` built from the payload ``deal(j, n)`` gives (with how
+        many items it holds), all from one start instant: each worker's result and the workers lost.
 
         ``RuntimeError`` when no worker is left or every worker failed; a Ctrl-C interrupts the workers
-        (each returns what finished, marked interrupted) and a second one abandons them."""
+        (each returns what finished) and a second one abandons them."""
         ray = self._ray
         alive = self.alive
         if not alive:
             raise RuntimeError("every cluster worker has been lost; nothing left to run the cell")
         n = len(alive)
-        base = {"config": config.to_dict(), "target": asdict(target), "strategy": strategy, "offsets": offsets}
-        replay = config.traffic == "replay"
         prep: dict[int, Any] = {}
         dealt: dict[int, int] = {}
         for j, w in enumerate(alive):
-            share = [r for r in requests if r.index % n == j]
-            dealt[w] = len(share)
-            payload = {**base, "load": asdict(share_of(load, j, n)), "slot_delays": slot_delays_for(load, j, n),
-                       "indices": [r.index for r in share], "requests": share if replay else None}  # fmt: skip
-            prep[w] = self._actors[w].prepare.remote(payload)
+            payload, dealt[w] = deal(j, n)
+            prep[w] = self._actors[w].prepare.remote(job, payload)
         lost: list[dict[str, Any]] = []
         live = self._settle(prep, dealt, lost, timeout=300)
         start_wall = time.time() + START_LEAD_S + max((self.workers[w]["clock"].round_trip for w in live), default=0.0)
         runs = {self._actors[w].run.remote(start_wall, self.workers[w]["clock"].offset): w for w in live}
-        results: dict[int, CellResult] = {}
+        results: dict[int, Any] = {}
         errors: list[tuple[int, str]] = []
         seen = {w: {"dealt": dealt[w], "started": 0, "finished": 0} for w in live}
         ticked = [0]
@@ -278,14 +268,8 @@ class Fleet:
                     except ray.exceptions.RayError as exc:  # the actor, its process or its node is gone
                         lost.append(self._lose(w, seen[w], exc))
                         continue
-                    res = result_from_dict(data)
-                    off = self.workers[w]["clock"].offset
-                    res.window = (None if res.window[0] is None else res.window[0] - off,
-                                  None if res.window[1] is None else res.window[1] - off)  # fmt: skip
-                    if res.health:  # this worker's measured window, on the driver's timeline
-                        res.health["window"] = list(res.window)
-                    results[w] = res
-                    seen[w]["finished"] = len(res.samples)
+                    results[w] = data["result"]
+                    seen[w]["finished"] = int(data["finished"])
                 if time.monotonic() >= next_poll[0]:
                     self._poll(runs, seen)
                     next_poll[0] = time.monotonic() + PROGRESS_S
@@ -295,6 +279,7 @@ class Fleet:
                         progress(done - ticked[0])
                         ticked[0] = done
 
+        interrupted = False
         try:
             collect(None)
         except KeyboardInterrupt:
@@ -306,13 +291,13 @@ class Fleet:
                 runs.pop(ref)
             if not results:
                 raise
-            for r in results.values():
-                r.interrupted = True
+            interrupted = True
         if errors and not results:
             raise RuntimeError("; ".join(f"worker {w}: {e}" for w, e in errors))
         for w, e in errors:  # a worker's own failure (not its death): counted like a lost share, with its message
             lost.append(self._lose(w, seen[w], RuntimeError(e), dead=False))
-        return [results[w] for w in sorted(results)], lost
+        offsets = {w: self.workers[w]["clock"].offset for w in results}
+        return FleetRound({w: results[w] for w in sorted(results)}, offsets, lost, interrupted)
 
     def _settle(self, refs: dict[int, Any], dealt: dict[int, int], lost: list[dict[str, Any]], timeout: float) -> list[int]:
         """Wait for ``prepare`` on every worker; those that died are lost with everything unsent."""
@@ -354,6 +339,20 @@ class Fleet:
                  "unsent": max(int(progress.get("dealt", 0)) - started, 0)}  # fmt: skip
         self.lost.append(entry)
         return entry
+
+
+@dataclass
+class FleetRound:
+    """What one `Fleet.run` brought back."""
+
+    results: dict[int, Any]
+    """Each worker's result, by worker number, as its job returned it (times on that worker's clocks)."""
+    offsets: dict[int, float]
+    """Each of those workers' wall clock minus the driver's (seconds): subtract to put its times on the driver's."""
+    lost: list[dict[str, Any]]
+    """The workers lost (`Fleet.lost` entries): what each had been dealt, finished, had in flight and left unsent."""
+    interrupted: bool = False
+    """A Ctrl-C cut the round: the results hold what had finished."""
 
 
 @contextlib.contextmanager

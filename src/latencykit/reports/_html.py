@@ -13,8 +13,8 @@ from __future__ import annotations
 import html
 from typing import Any, Optional, Sequence
 
-from ._cell import BenchRun, Cell
-from ._compare import Comparison, strategy_table
+from ..bench._cell import BenchRun, Cell
+from ..bench._compare import Comparison, strategy_table
 from ._grid import Grid
 from ._report import (
     baseline_name, cell_slos, cluster_lines, comparison_grid, header_text, health_text, limiting_text, metrics_grid, partial_text, rate, split_text,

@@ -73,11 +73,11 @@ def _pair(text: str) -> tuple[str, str]:
 
 def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     from ..emulator._flags import add_timing_arguments
-    from ._config import LEVERS
-    from ._grid import FORMATS
-    from ._load import ARRIVALS
-    from ._targets import TARGETS
-    from ._traffic import SHAPES
+    from ..bench._config import LEVERS
+    from ..reports._grid import FORMATS
+    from ..bench._load import ARRIVALS
+    from ..bench._targets import TARGETS
+    from ..bench._traffic import SHAPES
 
     p = argparse.ArgumentParser(prog=prog, description="Drive realistic traffic through latencykit's own clients and report honest latency.",
                                 epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -167,10 +167,10 @@ def _cmd_run(argv: Sequence[str]) -> int:
     from dataclasses import asdict
 
     from ..emulator._flags import timing_from_args
-    from ._config import plan_matrix
-    from ._grid import Line, make_console
-    from ._report import report_json, report_markdown
-    from ._run import BenchConfig, run_bench
+    from ..bench._config import plan_matrix
+    from ..reports._grid import Line, make_console
+    from ..reports._report import report_json, report_markdown
+    from ..bench._run import BenchConfig, run_bench
 
     args = _run_parser().parse_args(argv)
     text = args.format == "text"
@@ -190,7 +190,7 @@ def _cmd_run(argv: Sequence[str]) -> int:
             timing=asdict(timing), cluster=args.cluster, per_node=args.per_node,
         )  # fmt: skip
         if config.cluster is not None:
-            from ._cluster import check_cluster, import_ray, parse_cluster
+            from ..fleet._cluster import check_cluster, import_ray, parse_cluster
 
             check_cluster(parse_cluster(config.cluster))  # nothing answering there: one line in a second, without Ray
             import_ray()  # one line naming the install command, before anything starts
@@ -243,10 +243,10 @@ def _cmd_run(argv: Sequence[str]) -> int:
 
 
 def _cmd_compare(argv: Sequence[str]) -> int:
-    from ._cell import BenchRun
-    from ._compare import MATCH_LOAD, gate_runs
-    from ._grid import FORMATS, Grid, Line, make_console, markdown
-    from ._report import comparison_grid, error_grid
+    from ..bench._cell import BenchRun
+    from ..bench._compare import MATCH_LOAD, gate_runs
+    from ..reports._grid import FORMATS, Grid, Line, make_console, markdown
+    from ..reports._report import comparison_grid, error_grid
 
     p = argparse.ArgumentParser(prog="latencykit bench compare", description=(
         "Compare two run files side by side; the CI gate. Exit 1 when a gated percentile is slower beyond "
@@ -313,7 +313,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def _cmd_merge(argv: Sequence[str]) -> int:
-    from ._cell import BenchRun
+    from ..bench._cell import BenchRun
 
     p = argparse.ArgumentParser(prog="latencykit bench merge", description=(
         "Combine run files of workers or machines that ran side by side: sketches merge exactly and rates add. "
@@ -327,6 +327,10 @@ def _cmd_merge(argv: Sequence[str]) -> int:
     try:
         _writable(Path(args.out), "--out")
         merged = BenchRun.merge([BenchRun.load(f) for f in args.files], force=args.force, names=args.files)
+        if isinstance(merged.config.get("experiment"), dict):  # experiment run files: its figures from the merged cells
+            from ..experiment._run import ExperimentRun
+
+            merged = ExperimentRun.from_bench(merged).to_bench()
     except (ValueError, OSError) as exc:
         print(f"latencykit bench merge: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,10 +1,10 @@
 """`Doctor`: scrape a server's ``/metrics`` over time and say what limits it.
 
 ```python
-import latencykit.vllm as lkv
+import latencykit.engines as lke
 
-print(lkv.doctor("http://127.0.0.1:8000", duration=10))          # one window, blocking
-doc = lkv.Doctor("http://127.0.0.1:8000", records=client.latency)  # or sample it yourself:
+print(lke.doctor("http://127.0.0.1:8000", duration=10))          # one window, blocking
+doc = lke.Doctor("http://127.0.0.1:8000", records=client.latency)  # or sample it yourself:
 doc.scrape(); ...; doc.scrape(); print(doc.diagnose())
 ```
 

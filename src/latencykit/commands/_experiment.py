@@ -6,6 +6,7 @@ latencykit experiment emulator.toml --out runs/emu --html emu.html
 latencykit experiment llamacpp.toml --repeat 2 --only q8_0 --only q4_0
 latencykit experiment llamacpp.toml --dry-run
 latencykit experiment emulator.toml --cluster local:2
+latencykit experiment --report runs/emu/experiment.json --html emu.html
 ```
 
 Exit status: 0 when every strategy ran; 1 when one failed (its reason and log tail are in the
@@ -31,7 +32,7 @@ def example(kind: str) -> str:
         raise ValueError(f"example must be one of {', '.join(EXAMPLES)}; got {kind!r}")
     from importlib.resources import files
 
-    return files("latencykit.bench").joinpath(f"experiments/{kind}.toml").read_text(encoding="utf-8")
+    return files("latencykit.experiment").joinpath(f"examples/{kind}.toml").read_text(encoding="utf-8")
 
 
 def _repeat(text: str) -> int:
@@ -61,7 +62,29 @@ def _parser(prog: str = "latencykit experiment") -> argparse.ArgumentParser:
                    '(local:N here: the servers listen on this machine); needs pip install "latencykit[ray]"')  # fmt: skip
     p.add_argument("--per-node", type=_repeat, metavar="N", help="with --cluster: worker processes per node (default one per CPU)")
     p.add_argument("--verbose", action="store_true", help="with --cluster: let Ray's own warnings and log lines through")
+    p.add_argument("--report", metavar="RUN.json", help="print the report of an experiment's run file instead of running one "
+                   "(any run-file format; --html writes its page too)")  # fmt: skip
     return p
+
+
+def _report(path: str, html: Optional[str]) -> int:
+    """``--report``: an experiment run file's report (and HTML page), as the run printed it."""
+    from rich.console import Console
+
+    from ..experiment._run import ExperimentRun
+
+    try:
+        run = ExperimentRun.load(path)
+        if html is not None:
+            Path(html).write_text(run.to_html())
+    except (ValueError, OSError) as exc:
+        print(f"latencykit experiment: {exc}", file=sys.stderr)
+        return 2
+    console = Console()
+    run.report(console)
+    if html is not None:
+        console.print(f"HTML report: {html}", highlight=False)
+    return 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -71,11 +94,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.example:
         sys.stdout.write(example(args.example))
         return 0
+    if args.report:
+        if args.file:
+            print(f"latencykit experiment: give an experiment FILE to run or --report RUN.json, not both (got {args.file!r} "
+                  f"and --report {args.report!r})", file=sys.stderr)  # fmt: skip
+            return 2
+        return _report(args.report, args.html)
     if not args.file:
         p.print_usage(sys.stderr)
         print("latencykit experiment: give an experiment FILE (or --example emulator|llamacpp|vllm)", file=sys.stderr)
         return 2
-    from ._expfile import ExperimentFileError, load_experiment
+    from ..experiment._file import ExperimentFileError, load_experiment
 
     try:
         spec = load_experiment(args.file)
@@ -87,11 +116,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         from rich.console import Console
 
-        from ._experiment import experiment
+        from ..experiment._experiment import experiment
 
         console = Console()
         if args.cluster is not None:
-            from ._cluster import check_cluster, import_ray, parse_cluster
+            from ..fleet._cluster import check_cluster, import_ray, parse_cluster
 
             check_cluster(parse_cluster(args.cluster))  # a dead address in a second, before any server starts
             import_ray()

@@ -2,7 +2,7 @@
 local cluster of ``local:N``.
 
 ``local:N`` starts N Ray nodes on 127.0.0.1 in a helper process of its own session
-(`latencykit.bench._local_ray`): a terminal's Ctrl-C reaches the driver only, so the driver can
+(`latencykit.fleet._local_ray`): a terminal's Ctrl-C reaches the driver only, so the driver can
 still collect what its workers measured, and the helper is stopped by its process id — its
 standard input closed (it shuts Ray down), then SIGTERM and SIGKILL to its process group and to
 every process it started, wherever they moved. If the driver itself is killed, the helper sees
@@ -226,7 +226,7 @@ class LocalRayCluster:
         t0 = time.perf_counter()
         with os.fdopen(fd, "w") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "latencykit.bench._local_ray", str(self.nodes), str(self.cpus_per_node)],
+                [sys.executable, "-m", "latencykit.fleet._local_ray", str(self.nodes), str(self.cpus_per_node)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
                 env={**os.environ, **ray_env()},
             )  # fmt: skip

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ._targets import TargetSpec, anthropic_body, openai_body
-from ._traffic import TrafficRequest, generate, load_replay
+from ..bench._targets import TargetSpec, anthropic_body, openai_body
+from ..bench._traffic import TrafficRequest, generate, load_replay
 
 __all__ = ["Answers", "QualityResult", "collect_answers", "compare_answers", "load_scorer", "quality_prompts", "text_tokens"]
 

@@ -41,7 +41,7 @@ _FIGURES = {
     "server_e2e_mean_s": "server request time",
     "gpu_memory_usage": "GPU memory",
 }
-"""`latencykit.vllm._window.FIELDS` (what an engine may not expose) in words."""
+"""`latencykit.engines._window.FIELDS` (what an engine may not expose) in words."""
 
 _LABELS = {
     # the window (MetricsWindow.summary) and the client's view

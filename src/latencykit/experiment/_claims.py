@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ._compare import Comparison, parse_metric
+from ..bench._compare import Comparison, parse_metric
 
 __all__ = ["Claim", "ClaimVerdict", "judge_claim", "parse_claim", "speedup_interval"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from ._cell import BenchRun, Cell
-from ._compare import Comparison, ErrorComparison, strategy_table
+from ..bench._cell import BenchRun, Cell
+from ..bench._compare import Comparison, ErrorComparison, strategy_table
 from ._grid import Grid, Line, make_console, markdown
-from ._stats import QUANTILES, Pct, parse_slo, percentiles
+from ..bench._stats import QUANTILES, Pct, parse_slo, percentiles
 
 __all__ = [
     "METRIC_NAMES", "baseline_name", "cell_slos", "cluster_lines", "comparison_grid", "error_grid", "header_text", "health_text",
@@ -106,7 +106,7 @@ def throughput_line(cell: Cell) -> str:
 
 def cell_slos(texts: Sequence[str]) -> list[Any]:
     """Presets plus custom SLOs."""
-    from ._cell import SLO_PRESETS
+    from ..bench._cell import SLO_PRESETS
 
     return [*SLO_PRESETS, *(parse_slo(t) for t in texts)] if texts else list(SLO_PRESETS)
 

@@ -21,7 +21,7 @@ from ..providers.anthropic import Anthropic, AsyncAnthropic
 from ..providers.openai import AsyncOpenAI, OpenAI
 from ..telemetry._recorder import Recorder
 from ..telemetry._format import plural
-from ._table import latency_table
+from ..reports._table import latency_table
 
 # Long enough (≈ 2,300 tokens) for the providers' prompt caches, so later turns show hits.
 SYSTEM = (
@@ -112,7 +112,7 @@ def run_demo(
     raw SDK's non-streaming ``create()`` against latencykit with its planner off and on (a few
     seconds more, against an emulator of its own).
     """
-    from ._strategies import DEMO_TIMING, demo_comparison  # the bench machinery, only when the demo runs
+    from ..bench._strategies import DEMO_TIMING, demo_comparison  # the bench machinery, only when the demo runs
 
     console = console or Console()
     recorder = Recorder()

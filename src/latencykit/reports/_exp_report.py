@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._compare import Comparison
-from ._exp_run import ExperimentRun, Row
+from ..bench._compare import Comparison
+from ..experiment._run import ExperimentRun, Row
 from ._report import ms
 
 __all__ = ["cost_table", "latency_table", "load_table", "print_experiment"]
@@ -39,7 +39,7 @@ def speed(c: Optional[Comparison]) -> str:
 def _pct(row: Row, key: str) -> str:
     if row.cell is None:
         return "-"
-    from ._exp_run import _mq
+    from ..experiment._run import _mq
 
     metric, q = _mq(key)
     value = row.cell.value(metric, q)

@@ -24,7 +24,7 @@ __all__ = ["PRESETS", "EnginePreset", "preset"]
 
 @dataclass(frozen=True)
 class EnginePreset:
-    """One engine's defaults for `latencykit.vllm.Server`."""
+    """One engine's defaults for `latencykit.engines.Server`."""
 
     engine: str
     default_url: str

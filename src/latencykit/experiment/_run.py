@@ -1,9 +1,16 @@
 """`ExperimentRun`: what an experiment measured, the article's table built from it, and its run file.
 
-The run file is a bench run file (``latencykit-bench/2``): one cell per strategy and load level,
+The run file is a bench run file (``latencykit-bench/3``): one cell per strategy and load level,
 labelled ``strategy=NAME`` (rounds merged exactly), so ``bench compare`` and ``bench merge``
-take it; ``config["experiment"]`` adds per strategy the cold starts, memory, server metrics,
-answers and quality, the claim, and any failure with its log tail.
+take it. ``config["experiment"]`` holds what the file and the flags asked (name, baseline, SLO,
+target, the planned rounds, the quality pass's settings, the file itself, and per strategy its
+description, URL, claim and whether it is lossless); the top-level ``experiment`` section holds
+what was measured (`ExperimentRun.measured`): per strategy its rounds (cold start, memory,
+server metrics, how it stopped, any failure with its log tail), answers and quality, and the
+figures derived from them and the cells — medians, speed-ups with their intervals, throughput,
+goodput and the claim's verdict per load level (written for ``jq``, recomputed when read).
+Files of ``latencykit-bench/2`` and before, which kept it all under ``config["experiment"]``,
+are read as well (`from_bench`). docs/experiment.md has the layout and a ``jq`` line per figure.
 """
 
 from __future__ import annotations
@@ -13,16 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from ._cell import BenchRun, Cell
-from ._claims import ClaimVerdict, judge_claim, parse_claim
-from ._compare import Comparison, compare_cells
+from ..bench._cell import BenchRun, Cell
+from ._claims import ClaimVerdict, judge_claim, parse_claim, speedup_interval
+from ..bench._compare import Comparison, compare_cells
 from ._quality import Answers, QualityResult
-from ._stats import parse_slo
+from ..bench._stats import parse_slo
+from ..bench._views import view
 
-__all__ = ["ExperimentRun", "RoundResult", "Row", "StrategyResult", "TABLE_METRICS"]
+__all__ = ["ExperimentRun", "RoundResult", "Row", "StrategyResult", "TABLE_METRICS", "MEASURED_KEYS"]
 
 TABLE_METRICS = ("ttft:p50", "ttft:p95", "ttft:p99", "tpot:p50", "tpot:p99", "e2e:p99")
 """The percentiles of the article's table, each with its speed-up against the baseline."""
+MEASURED_KEYS = ("run_id", "interrupted", "targets")
+"""`ExperimentRun.spec` keys that are facts of the run (the section ``experiment``), not what was asked (``config``)."""
+COLD_START = ("ready_s", "first_token_s", "first_ttft_s", "warm_ttft_s")
 
 
 @dataclass
@@ -107,6 +118,19 @@ class StrategyResult:
                 "quality": None if self.quality is None else self.quality.to_dict(), "lossless": self.lossless,
                 "claim": self.claim}  # fmt: skip
 
+    def asked(self) -> dict[str, Any]:
+        """What the file asked of this strategy (the run file's ``config.experiment.strategies[i]``)."""
+        return {"name": self.name, "description": self.description, "base_url": self.base_url, "lossless": self.lossless,
+                "claim": self.claim}  # fmt: skip
+
+    def measured(self) -> dict[str, Any]:
+        """What was measured (the run file's ``experiment.strategies[i]``): the rounds, answers and quality as kept,
+        plus ``failed`` and, derived from the rounds, ``cold_start`` (medians, seconds) and ``memory`` (peaks, bytes)."""
+        d = self.to_dict()
+        return {"name": self.name, "failed": self.failed, "rounds": d["rounds"], "answers": d["answers"], "quality": d["quality"],
+                "cold_start": {k: self.median(k) for k in COLD_START},
+                "memory": {"rss_peak": self.peak("rss_peak"), "gpu_peak": self.gpu_peak()}}  # fmt: skip
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
         """Inverse of `to_dict`."""
@@ -163,7 +187,7 @@ class ExperimentRun:
 
     def slo(self) -> Any:
         """The SLO of the table's goodput column: the file's first, else the bench's chat preset."""
-        from ._cell import SLO_PRESETS
+        from ..bench._cell import SLO_PRESETS
 
         slos = self.spec.get("slo") or []
         return parse_slo(slos[0]) if slos else SLO_PRESETS[0]
@@ -221,21 +245,16 @@ class ExperimentRun:
 
     # -- views ---------------------------------------------------------------------------------
     def report(self, console: Any = None) -> None:
-        """Print the article's table and the findings (rich)."""
-        from ._exp_report import print_experiment
-
-        print_experiment(self, console)
+        """Print the article's table and the findings (rich; `latencykit.reports.print_experiment`)."""
+        view("experiment.report")(self, console)
 
     def to_html(self) -> str:
-        """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars."""
-        from ._exp_html import render_experiment
-
-        return render_experiment(self)
+        """A standalone HTML report: the tables, CDFs per strategy, speed-up and cold-start bars
+        (`latencykit.reports.render_experiment`)."""
+        return str(view("experiment.html")(self))
 
     def _repr_html_(self) -> str:
-        from ._exp_html import render_experiment
-
-        return render_experiment(self, standalone=False)
+        return str(view("experiment.html")(self, standalone=False))
 
     def __repr__(self) -> str:
         ok = len(self.strategies) - len(self.failed)
@@ -243,10 +262,34 @@ class ExperimentRun:
 
     # -- run file ------------------------------------------------------------------------------
     def to_bench(self) -> BenchRun:
-        """The bench run with ``config["experiment"]`` (what `save` writes)."""
+        """The bench run `save` writes: what was asked in ``config["experiment"]``, what was measured in the
+        top-level ``experiment`` section (`measured`)."""
         config = dict(self.bench.config)
-        config["experiment"] = {**self.spec, "strategies": [s.to_dict() for s in self.strategies]}
-        return BenchRun(config, self.bench.env, self.bench.cells)
+        config["experiment"] = {**{k: v for k, v in self.spec.items() if k not in MEASURED_KEYS},
+                                "strategies": [s.asked() for s in self.strategies]}  # fmt: skip
+        return BenchRun(config, self.bench.env, self.bench.cells, self.bench.partial, {**self.bench.sections, "experiment": self.measured()})
+
+    def measured(self) -> dict[str, Any]:
+        """The run file's ``experiment`` section: the run's id, whether it was interrupted, the targets as resolved,
+        and per strategy `StrategyResult.measured` plus ``levels``: per load level its percentiles' speed-ups against
+        the baseline with their intervals, throughput, goodput and the claim's verdict (derived from the cells)."""
+        levels: dict[str, list[dict[str, Any]]] = {}
+        for row in self.rows():
+            if row.cell is None:
+                continue
+            speedups = {}
+            for key, c in row.comparisons.items():
+                lo, hi = speedup_interval(c)
+                speedups[key] = {"speedup": c.speedup, "low": lo, "high": hi, "significant": c.significant,
+                                 "base_s": c.base.value, "new_s": c.new.value}  # fmt: skip
+            levels.setdefault(row.strategy.name, []).append({
+                "level": row.cell.level, "cell": row.cell.key, "baseline": row.baseline, "speedups": speedups,
+                "throughput": row.throughput, "goodput": row.goodput,
+                "claim": None if row.claim is None else row.claim.to_dict(),
+            })  # fmt: skip
+        out: dict[str, Any] = {k: self.spec[k] for k in MEASURED_KEYS if k in self.spec}
+        out["strategies"] = [{**s.measured(), "levels": levels.get(s.name, [])} for s in self.strategies]
+        return out
 
     def save(self, path: Union[str, Path]) -> Path:
         """Write the run file."""
@@ -254,17 +297,27 @@ class ExperimentRun:
 
     @classmethod
     def from_bench(cls, run: BenchRun) -> "ExperimentRun":
-        """The experiment in a bench run file; ``ValueError`` if it holds none."""
+        """The experiment in a bench run file, in the layout of ``latencykit-bench/3`` or of /2 and before (all of it
+        under ``config["experiment"]``); ``ValueError`` if it holds none. Derived figures are recomputed, not read."""
         exp = run.config.get("experiment")
         if not isinstance(exp, dict):
             raise ValueError("not an experiment run file (no config.experiment)")
         spec = {k: v for k, v in exp.items() if k != "strategies"}
-        return cls(run, [StrategyResult.from_dict(s) for s in exp.get("strategies", [])], spec)
+        measured = run.sections.get("experiment")
+        if not isinstance(measured, dict):  # latencykit-bench/2 and before
+            return cls(run, [StrategyResult.from_dict(s) for s in exp.get("strategies", [])], spec)
+        spec.update((k, measured[k]) for k in MEASURED_KEYS if k in measured)
+        got = {s.get("name"): s for s in measured.get("strategies", [])}
+        return cls(run, [StrategyResult.from_dict({**s, **got.get(s["name"], {})}) for s in exp.get("strategies", [])], spec)
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "ExperimentRun":
-        """Read an experiment run file."""
-        return cls.from_bench(BenchRun.load(path))
+        """Read an experiment run file (any readable format); ``ValueError`` names the file and what is wrong."""
+        bench = BenchRun.load(path)
+        try:
+            return cls.from_bench(bench)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
     def summary(self) -> dict[str, Any]:
         """The table as plain data (one dict per row), for scripts and docs."""
@@ -293,7 +346,7 @@ class ExperimentRun:
 
 
 def _mq(m: str) -> tuple[str, float]:
-    from ._compare import parse_metric
+    from ..bench._compare import parse_metric
 
     metric, q, _ = parse_metric(m)
     return metric, q

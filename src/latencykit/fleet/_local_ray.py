@@ -1,10 +1,10 @@
 """The helper process behind ``--cluster local:N``: N Ray nodes on 127.0.0.1 until told to stop.
 
-``python -m latencykit.bench._local_ray N CPUS``: starts a head and N-1 more nodes with
+``python -m latencykit.fleet._local_ray N CPUS``: starts a head and N-1 more nodes with
 ``ray.cluster_utils.Cluster`` (every process bound to loopback, no dashboard, a small object
 store), prints ``{"address": ...}`` on one line, then waits until its standard input closes or
 it gets SIGTERM, and shuts the nodes down. It runs in a session of its own
-(`latencykit.bench._cluster.LocalRayCluster`), so a terminal's Ctrl-C does not reach it.
+(`latencykit.fleet._cluster.LocalRayCluster`), so a terminal's Ctrl-C does not reach it.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class Thresholds:
     """KV-cache usage at or above this is "full" whatever the per-sequence estimate."""
     kv_free_sequences: float = 1.0
     """Below it, the KV cache is "full" when its free part holds fewer than this many more
-    sequences of the running ones' size (see `latencykit.vllm._kv`)."""
+    sequences of the running ones' size (see `latencykit.engines._kv`)."""
     waiting: float = 1.0
     """At least this many requests waiting (at the window's peak) is a queue."""
     queue_time: float = 0.1
@@ -166,7 +166,7 @@ class Evidence:
 
     @cached_property
     def kv(self) -> tuple[KVSnapshot, ...]:
-        """The window's scrapes judged for KV room (`latencykit.vllm._kv`)."""
+        """The window's scrapes judged for KV room (`latencykit.engines._kv`)."""
         return kv_snapshots(self.window, kv_high=self.limits.kv_cache_high, free_sequences=self.limits.kv_free_sequences)
 
 
@@ -475,7 +475,7 @@ def diagnose(
     """
     limits = thresholds or Thresholds()
     if not isinstance(limits, Thresholds):
-        raise ValueError(f"thresholds must be a latencykit.vllm.Thresholds, got {thresholds!r}")
+        raise ValueError(f"thresholds must be a latencykit.engines.Thresholds, got {thresholds!r}")
     if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1):
         raise ValueError(f"capacity must be an int >= 1 or None, got {capacity!r}")
     ev = Evidence(window, _in_window(records, window), limits, capacity)

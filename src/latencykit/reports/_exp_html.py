@@ -6,9 +6,9 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
-from ._claims import speedup_interval
+from ..experiment._claims import speedup_interval
 from ._exp_report import LEGEND, gib, speed
-from ._exp_run import ExperimentRun, Row
+from ..experiment._run import ExperimentRun, Row
 from ._html import _COLOURS, _cdf, _svg, render_html
 from ._report import ms
 
