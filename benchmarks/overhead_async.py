@@ -1,0 +1,151 @@
+"""The async rows of ``benchmarks/overhead.py``: short streams, many in flight.
+
+Client CPU per 30-token call with 16 calls in flight on one event loop, for every async form
+a caller uses: OpenAI ``chat.completions.create(stream=True)``, ``create()`` (latencykit streams
+it and reassembles the ``ChatCompletion``), the ``.stream()`` helper, ``responses.create(stream=True)``
+and ``create()``; Anthropic ``messages.create(stream=True)``, ``create()`` and ``messages.stream()``.
+Short streams weigh latencykit's per-call work (planning, the record, the Recorder, task and
+context bookkeeping) against little SDK parsing, so they are its hardest case.
+
+Each row runs the raw async SDK, latencykit, and the raw SDK again (A/A) in rounds whose order
+rotates (`overhead._orders`); a round is ``calls`` calls of one client, 16 at a time. The ratio is
+the median over rounds of latencykit's CPU per call / the raw SDK's in the same round; the A/A
+ratio beside it is what noise alone moves a ratio by in this run.
+
+    python benchmarks/overhead.py --only async --rounds 12 --calls 64
+
+Goal: every row ≤ 1.05.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any, Awaitable, Callable
+
+import anthropic
+import openai
+
+import latencykit as lk
+
+ASYNC_OUTPUT_TOKENS = 30
+IN_FLIGHT = 16
+HEADERS = {"x-emulator-output-tokens": str(ASYNC_OUTPUT_TOKENS)}
+_ANT: dict[str, Any] = {"model": "claude-sonnet-5", "max_tokens": 1024, "messages": [{"role": "user", "content": "Write a story."}]}
+_CHAT: dict[str, Any] = {"model": "gpt-5-mini", "max_completion_tokens": 1024, "messages": [{"role": "user", "content": "Write a story."}]}
+_RESP: dict[str, Any] = {"model": "gpt-5-mini", "max_output_tokens": 1024, "input": "Write a story."}
+
+Call = Callable[[Any], Awaitable[int]]
+
+
+async def _drain(stream: Any) -> int:
+    n = 0
+    async for _ in stream:
+        n += 1
+    return n
+
+
+async def chat_stream(c: Any) -> int:
+    return await _drain(await c.chat.completions.create(stream=True, extra_headers=HEADERS, **_CHAT))
+
+
+async def chat_create(c: Any) -> int:
+    return len((await c.chat.completions.create(extra_headers=HEADERS, **_CHAT)).choices)
+
+
+async def chat_helper(c: Any) -> int:
+    async with c.chat.completions.stream(extra_headers=HEADERS, **_CHAT) as stream:
+        return await _drain(stream)
+
+
+async def responses_stream(c: Any) -> int:
+    return await _drain(await c.responses.create(stream=True, extra_headers=HEADERS, **_RESP))
+
+
+async def responses_create(c: Any) -> int:
+    return len((await c.responses.create(extra_headers=HEADERS, **_RESP)).output)
+
+
+async def messages_stream(c: Any) -> int:
+    return await _drain(await c.messages.create(stream=True, extra_headers=HEADERS, **_ANT))
+
+
+async def messages_create(c: Any) -> int:
+    return len((await c.messages.create(extra_headers=HEADERS, **_ANT)).content)
+
+
+async def messages_helper(c: Any) -> int:
+    async with c.messages.stream(extra_headers=HEADERS, **_ANT) as stream:
+        return await _drain(stream)
+
+
+ROWS: dict[str, tuple[str, Call]] = {
+    "openai chat.completions.create(stream=True)": ("openai", chat_stream),
+    "openai chat.completions.create()": ("openai", chat_create),
+    "openai chat.completions.stream()": ("openai", chat_helper),
+    "openai responses.create(stream=True)": ("openai", responses_stream),
+    "openai responses.create()": ("openai", responses_create),
+    "anthropic messages.create(stream=True)": ("anthropic", messages_stream),
+    "anthropic messages.create()": ("anthropic", messages_create),
+    "anthropic messages.stream()": ("anthropic", messages_helper),
+}
+
+
+def _clients(base: str, provider: str) -> tuple[Any, Any, Any]:
+    """Raw async SDK, latencykit, raw again (A/A)."""
+    if provider == "anthropic":
+        return (anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0),
+                lk.AsyncAnthropic(base_url=base, api_key="k", max_retries=0, recorder=lk.Recorder(max_calls=100)),
+                anthropic.AsyncAnthropic(base_url=base, api_key="k", max_retries=0))  # fmt: skip
+    url = base + "/v1"
+    return (openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0),
+            lk.AsyncOpenAI(base_url=url, api_key="k", max_retries=0, recorder=lk.Recorder(max_calls=100)),
+            openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0))  # fmt: skip
+
+
+async def _cpu_per_call(client: Any, call: Call, calls: int) -> float:
+    """CPU seconds per call, ``calls`` calls with `IN_FLIGHT` in flight."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def one() -> None:
+        async with gate:
+            await call(client)
+
+    start = time.process_time()
+    await asyncio.gather(*(one() for _ in range(calls)))
+    return (time.process_time() - start) / calls
+
+
+async def _row(base: str, provider: str, call: Call, rounds: int, calls: int, orders: Any, freeze: Callable[[], None]) -> tuple[float, float, float, float]:
+    clients = _clients(base, provider)
+    try:
+        for c in clients * 2:  # warm up pools, imports and caches
+            await _cpu_per_call(c, call, IN_FLIGHT)
+        samples: list[list[float]] = [[], [], []]
+        freeze()
+        for order in orders(3, rounds):
+            for k in order:
+                samples[k].append(await _cpu_per_call(clients[k], call, calls))
+    finally:
+        for c in clients:
+            await c.close()
+    raw, mine = statistics.median(samples[0]), statistics.median(samples[1])
+    paired = [statistics.median(a / b for a, b in zip(samples[k], samples[0])) for k in (1, 2)]
+    return raw, mine, paired[0], paired[1]
+
+
+def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable[[], None]) -> dict[str, float]:
+    """Print the async rows; returns each row's paired ratio."""
+    print()
+    print(f"async: client CPU per {ASYNC_OUTPUT_TOKENS}-token call, {IN_FLIGHT} in flight, {rounds} rounds × {calls} calls, "
+          "zero server delay, emulator in a separate process")  # fmt: skip
+    print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'A/A':>6}")
+    ratios: dict[str, float] = {}
+    for name, (provider, call) in ROWS.items():
+        raw, mine, ratio, aa = asyncio.run(_row(base, provider, call, rounds, calls, orders, freeze))
+        ratios[name] = ratio
+        print(f"{name:44} {raw * 1000:10.3f} {mine * 1000:8.3f} {ratio:6.3f} {aa:6.3f}")
+    print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(ratios.values()):6.3f}")
+    print("goal: every async row <= 1.05; A/A: the raw SDK against itself (the noise floor)")
+    return ratios
