@@ -83,9 +83,28 @@ class Truth:
         self.answer: float | None = None
 
     def see(self, api: str, event: Any) -> None:
+        """Note one event as it reaches the caller."""
         kind = kind_of(api, event)
         now = time.perf_counter() - self.t0
         if kind != "other" and self.first is None:
             self.first = now
         if kind == "answer" and self.answer is None:
             self.answer = now
+
+
+def check(rec: Any, shape: Shape, truth: Truth, same_call: bool) -> None:
+    """What the record must say against the truth: TTFT and TTFO within 60 ms (on the same call; across two
+    calls, the reasoning span TTFO − TTFT within 60 ms), TPOT within the shape's tolerance of 20 ms, the rule,
+    the billed counts."""
+    assert rec.outcome == "completed" and rec.tpot_basis == shape.basis
+    assert truth.first is not None and truth.answer is not None
+    if same_call:
+        assert abs(rec.ttft - truth.first) < 0.060, (rec.ttft, truth.first)
+        assert abs(rec.ttfo - truth.answer) < 0.060, (rec.ttfo, truth.answer)
+    else:
+        assert abs((rec.ttfo - rec.ttft) - (truth.answer - truth.first)) < 0.060, (rec.ttfo - rec.ttft, truth.answer - truth.first)
+    assert abs(rec.tpot / TPOT_S - 1) <= shape.tolerance, (rec.tpot, shape.tolerance)
+    assert rec.output_tokens == 80  # 60 reasoning + 20 answer, billed
+    if shape.api != "messages":
+        assert rec.reasoning_tokens == 60
+    assert rec.reasoning_time is not None and 0 < rec.reasoning_time <= rec.ttfo

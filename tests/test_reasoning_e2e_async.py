@@ -9,7 +9,7 @@ import pytest
 import latencykit as lk
 from latencykit.emulator import Emulator
 
-from _reasoning_shapes import HEADERS, SHAPES, TPOT_S, Shape, Truth, resource
+from _reasoning_shapes import HEADERS, SHAPES, Shape, Truth, check, resource
 
 pytestmark = pytest.mark.slow
 
@@ -26,24 +26,20 @@ def _clients(emu: Emulator, shape: Shape, recorder: lk.Recorder) -> tuple[object
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 @pytest.mark.parametrize("streamed", [True, False], ids=["stream", "create"])
 async def test_reasoning_shape_timing(emu: Emulator, recorder: lk.Recorder, shape: Shape, streamed: bool) -> None:
-    """TTFT unchanged, TTFO at the answer's first token, TPOT over what was streamed (async)."""
+    """TTFT unchanged, TTFO at the answer's first token, TPOT over what was streamed (async; truth as in the sync file)."""
     client, raw = _clients(emu, shape, recorder)
-    truth = Truth()
-    async for event in await resource(raw, shape.api).create(stream=True, **shape.request):
-        truth.see(shape.api, event)
-    if streamed:
-        events = [e async for e in await resource(client, shape.api).create(stream=True, **shape.request)]
-        assert events
-    else:
-        result = await resource(client, shape.api).create(**shape.request)
-        assert result.usage is not None
-    rec = recorder.calls[-1]
-    assert rec.outcome == "completed" and rec.tpot_basis == shape.basis
-    assert truth.first is not None and truth.answer is not None
-    assert abs(rec.ttft - truth.first) < 0.060, (rec.ttft, truth.first)
-    assert abs(rec.ttfo - truth.answer) < 0.060, (rec.ttfo, truth.answer)
-    assert abs(rec.tpot / TPOT_S - 1) <= shape.tolerance, (rec.tpot, shape.tolerance)
-    assert rec.output_tokens == 80
-    assert rec.reasoning_time is not None and 0 < rec.reasoning_time <= rec.ttfo
-    await client.close()  # type: ignore[attr-defined]
-    await raw.close()  # type: ignore[attr-defined]
+    try:
+        truth = Truth()
+        if streamed:
+            async for event in await resource(client, shape.api).create(stream=True, **shape.request):
+                truth.see(shape.api, event)
+        else:
+            async for event in await resource(raw, shape.api).create(stream=True, **shape.request):
+                truth.see(shape.api, event)
+            result = await resource(client, shape.api).create(**shape.request)
+            assert result.usage is not None
+        rec = recorder.calls[-1]
+    finally:
+        await client.close()  # type: ignore[attr-defined]
+        await raw.close()  # type: ignore[attr-defined]
+    check(rec, shape, truth, same_call=streamed)

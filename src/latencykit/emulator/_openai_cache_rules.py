@@ -35,7 +35,7 @@ import json
 import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Protocol
 
 from ..core._cache_facts import (
     OPENAI_BREAKPOINT_TTLS, OPENAI_BREAKPOINT_WINDOW, OPENAI_DEFAULT_TTL, OPENAI_MAX_BREAKPOINTS, OPENAI_MIN_TOKENS,
@@ -45,8 +45,17 @@ from ._cache import CacheResult, Provider
 from ._errors import BadRequest
 from ._text import PER_MESSAGE_TOKENS, PER_REQUEST_TOKENS, _walk
 
-if TYPE_CHECKING:
-    from ._prompt_cache import PromptCache
+
+
+class PromptCache(Protocol):
+    """What the rules need of `_prompt_cache.PromptCache` (which imports this module: a protocol, no circle)."""
+
+    _lock: Any
+    _entries: Any
+
+    def now(self) -> float: ...
+    def _live(self, key: bytes, now: float) -> bool: ...
+    def _put(self, key: bytes, ttl: float, now: float) -> None: ...
 
 __all__ = ["Fingerprint", "check_cache_fields", "lookup", "response_fields", "write_details"]
 

@@ -17,7 +17,7 @@ once without what latencykit added, inside the same call and record.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 from ..core._breakpoints import BreakpointPlanner, PlanContext
 from ..core._cache_facts import OPENAI_BREAKPOINT_TTLS, OPENAI_MIN_TOKENS
@@ -29,8 +29,8 @@ from ..core._segments import Shape, frozen
 from ..core._verify import NO_BREAKPOINT, Expectation
 from ._calls import given
 
-if TYPE_CHECKING:
-    from ._caching import CachePolicy
+# A `_caching.CachePolicy` (that module imports this one: typed loosely here, so no import circle).
+CachePolicy = Any
 
 __all__ = ["BreakpointFinish", "REJECTED", "awith_fallback", "rejects", "plan_breakpoint_call", "request_options", "with_fallback"]
 
