@@ -34,6 +34,14 @@ def test_demo_prints_labelled_emulated_percentiles(capsys: pytest.CaptureFixture
     assert all(c.outcome == "completed" and c.streamed and c.ttft is not None for c in calls)
     assert len(calls) == 3 * 2 * 1 + 3 * 2 * 2
 
+    # Three reasoning models: TTFO after TTFT where reasoning streamed first, equal where it was hidden.
+    table = out[out.index("EMULATED reasoning models"):out.index("EMULATED latencies")]
+    rows = {cells[0]: cells for line in table.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) == 6 and cells[1] in ("hidden", "streamed", "summary")}  # fmt: skip
+    assert [r[1] for r in rows.values()] == ["hidden", "streamed", "summary"], table
+    ttft, ttfo = ({r[1]: float(r[k]) for r in rows.values()} for k in (2, 3))
+    assert ttfo["hidden"] == ttft["hidden"] and ttfo["streamed"] > ttft["streamed"] + 100 and ttfo["summary"] > ttft["summary"]
+
     # The comparison comes last (before the closing "emulated" line), labelled emulated, one row per strategy.
     tail = out[out.index("EMULATED strategy comparison"):]
     assert out.index("prompt cache") < out.index("EMULATED strategy comparison")

@@ -3,7 +3,8 @@
 Starts the embedded emulator, runs chat conversations through ``lk.Anthropic`` /
 ``lk.OpenAI`` (sync, one conversation after another) and ``lk.AsyncAnthropic`` /
 ``lk.AsyncOpenAI`` (async, conversations in parallel), then prints TTFT / TPOT / E2E
-percentiles per provider, and ends with a small strategy comparison (raw SDK non-streaming
+percentiles per provider, shows three reasoning models (hidden, streamed and summarized
+reasoning: TTFT against TTFO, and the TPOT rule), and ends with a small strategy comparison (raw SDK non-streaming
 vs latencykit, planner off vs on: TTFT P50/P99 and the speed-up). Every number comes from real SDK calls over real HTTP, but the
 server is the emulator, so the latencies are **emulated** and labelled so.
 """
@@ -103,6 +104,35 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.0f}"
 
 
+# Reasoning models on the emulator (docs/emulator.md, "Reasoning models"): 64 reasoning tokens,
+# those not streamed 2 ms apart, then the answer.
+_REASONING_HEADERS = {"x-emulator-reasoning-tokens": "64", "x-emulator-reasoning-tpot-ms": "2", "x-emulator-output-tokens": "24"}
+_ASK = [{"role": "user", "content": "Is 221 a prime number?"}]
+
+
+def _reasoning_calls(base_url: str, console: Console) -> None:
+    """One call to a reasoning model of each kind: TTFT (first token of any kind) against TTFO (the answer's)."""
+    from rich.table import Table
+
+    recorder = Recorder()
+    with OpenAI(base_url=base_url + "/v1", api_key="demo", recorder=recorder, default_headers=_REASONING_HEADERS) as oai, \
+            Anthropic(base_url=base_url, api_key="demo", recorder=recorder, default_headers=_REASONING_HEADERS) as ant:  # fmt: skip
+        oai.chat.completions.create(model="o3", messages=_ASK)
+        oai.chat.completions.create(model="deepseek-reasoner", messages=_ASK)
+        ant.messages.create(model="claude-sonnet-5", max_tokens=2048, messages=_ASK, thinking={"type": "enabled", "budget_tokens": 1024})
+    table = Table(title="EMULATED reasoning models — TTFT is the first token of any kind, TTFO the answer's first",
+                  title_justify="left")  # fmt: skip
+    for name in ("model", "reasoning", "TTFT ms", "TTFO ms", "TPOT ms", "TPOT over"):  # (docs/timing.md)
+        table.add_column(name, justify="left" if name in ("model", "reasoning", "TPOT over") else "right")
+    kinds = ("hidden", "streamed", "summary")
+    over = {"answer": "answer", "answer_estimate": "answer, est.", "streamed_reasoning": "all tokens", "output": "all tokens"}
+    for kind, rec in zip(kinds, recorder.calls):
+        tpot = "-" if rec.tpot is None else f"{rec.tpot * 1000:.1f}"
+        table.add_row(rec.response_model or rec.request_model or "?", kind, _ms(rec.ttft), _ms(rec.ttfo), tpot,
+                      over.get(rec.tpot_basis or "", "-"))  # fmt: skip
+    console.print(table)
+
+
 def run_demo(
     *, conversations: int = 2, parallel: int = 8, seed: int = 0, console: Console | None = None, compare: bool = True
 ) -> Recorder:
@@ -124,6 +154,7 @@ def run_demo(
         asyncio.run(_async_conversations(emu.base_url, async_rec, parallel))
         recorder.merge(sync_rec)  # exact: sketches merge; each call was recorded (and logged) once
         recorder.merge(async_rec)
+        _reasoning_calls(emu.base_url, console)
     console.print(latency_table(sync_rec.summary(), f"EMULATED latencies — sync clients, {plural(conversations, 'conversation')} one after another"))
     console.print(latency_table(async_rec.summary(), f"EMULATED latencies — async clients, {plural(parallel, 'conversation')} per provider in parallel"))
     summary = recorder.summary()
