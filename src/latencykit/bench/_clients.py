@@ -86,6 +86,43 @@ def _openai_answer(chunk: Any) -> bool:
     return bool(d.content or d.tool_calls)
 
 
+def _wants_text(req: TrafficRequest) -> bool:
+    """A session's turn: its answer goes verbatim into the next turn's history."""
+    return "turn" in req.extra
+
+
+def _openai_piece(chunk: Any) -> str:
+    return (chunk.choices[0].delta.content or "") if chunk.choices else ""
+
+
+def _anthropic_piece(event: Any) -> str:
+    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+        return str(event.delta.text)
+    return ""
+
+
+def _response_text(resp: Any, api: str) -> str:
+    """The answer text of a whole (non-streamed) response."""
+    if api == "openai":
+        return str(resp.choices[0].message.content or "") if resp.choices else ""
+    return "".join(b.text for b in resp.content if getattr(b, "type", None) == "text")
+
+
+def _thin_piece(line: bytes, openai_api: bool) -> str:
+    """The answer text an SSE ``data:`` line carries (parsed only for session turns)."""
+    import json
+
+    try:
+        data = json.loads(line[5:])
+    except ValueError:
+        return ""
+    if openai_api:
+        choices = data.get("choices") or [{}]
+        return str((choices[0].get("delta") or {}).get("content") or "")
+    delta = data.get("delta") or {}
+    return str(delta.get("text") or "") if data.get("type") == "content_block_delta" and delta.get("type") == "text_delta" else ""
+
+
 def _stream_options(target: TargetSpec) -> dict[str, Any]:
     return {"include_usage": True, **({"continuous_usage_stats": True} if target.per_chunk_usage else {})}
 
@@ -188,11 +225,15 @@ class _LatencykitSender:
         token = _current.set(slot)
         marks: list[tuple[float, Optional[int]]] = []
         exc: Optional[BaseException] = None
+        keep = _wants_text(req)
+        pieces: list[str] = []
         try:
             if t.api == "openai":
                 create = self.client.chat.completions.create
                 if self.call == "create":
-                    await create(**body, extra_headers=headers)
+                    resp = await create(**body, extra_headers=headers)
+                    if keep:
+                        pieces.append(_response_text(resp, "openai"))
                 else:
                     stream = await create(**body, stream=True, stream_options=_stream_options(t), extra_headers=headers)
                     used: Optional[int] = None
@@ -201,14 +242,19 @@ class _LatencykitSender:
                             used = chunk.usage.completion_tokens
                         if _openai_token(chunk):
                             marks.append((_clock(), used if t.per_chunk_usage else None))
+                            if keep:
+                                pieces.append(_openai_piece(chunk))
             else:
                 create = self.client.messages.create
                 if self.call == "create":
-                    await create(**body, extra_headers=headers)
+                    resp = await create(**body, extra_headers=headers)
+                    if keep:
+                        pieces.append(_response_text(resp, "anthropic"))
                 else:
                     stream = await create(**body, stream=True, extra_headers=headers)
-                    async for _event in stream:
-                        pass
+                    async for event in stream:
+                        if keep:
+                            pieces.append(_anthropic_piece(event))
         except Exception as e:  # an API or connection error: recorded, never raised
             exc = e
         finally:
@@ -225,6 +271,8 @@ class _LatencykitSender:
         if exc is not None and (rec is None or obs.outcome == "completed"):
             _error(obs, exc)
         self.errors.note(obs, req, exc)
+        if keep:
+            obs.text = "".join(pieces)
         return obs
 
     async def prewarm(self, requests: Sequence[TrafficRequest]) -> None:
@@ -260,6 +308,8 @@ class _SdkSender:
         t0 = _clock()
         first = last = answer = None
         marks: list[tuple[float, Optional[int]]] = []
+        keep = _wants_text(req)
+        pieces: list[str] = []
         try:
             if self.call == "create":
                 if t.api == "openai":
@@ -276,6 +326,8 @@ class _SdkSender:
                     obs.output_tokens = u.output_tokens
                 # The caller sees the first token when the whole answer arrives.
                 obs.e2e = obs.ttft = obs.ttfo = obs.ttfb = _clock() - t0
+                if keep:
+                    obs.text = _response_text(resp, t.api)
                 return obs
             if t.api == "openai":
                 stream = await self.client.chat.completions.create(
@@ -296,6 +348,8 @@ class _SdkSender:
                         marks.append((now, used if t.per_chunk_usage else None))
                         if answer is None and _openai_answer(chunk):
                             answer = now
+                        if keep:
+                            pieces.append(_openai_piece(chunk))
             else:
                 stream = await self.client.messages.create(**body, stream=True, extra_headers=headers)
                 async for event in stream:
@@ -308,6 +362,8 @@ class _SdkSender:
                         marks.append((now, None))
                         if answer is None and event.delta.type in ("text_delta", "input_json_delta"):
                             answer = now
+                        if keep:
+                            pieces.append(_anthropic_piece(event))
                     elif kind == "message_start":
                         u = event.message.usage
                         obs.cache_read, obs.cache_write = u.cache_read_input_tokens, u.cache_creation_input_tokens
@@ -319,6 +375,8 @@ class _SdkSender:
             self.errors.note(obs, req, exc)
         end = _clock()
         obs.e2e = end - t0
+        if keep:
+            obs.text = "".join(pieces)
         if answer is not None:
             obs.ttfo = answer - t0
         if first is not None and last is not None:
@@ -374,6 +432,8 @@ class _ThinSender:
         t0 = _clock()
         first = last = answer = None
         openai_api = t.api == "openai"
+        keep = _wants_text(req)
+        pieces: list[str] = []
         try:
             async with self._session.post(self.url, json=body, headers={**self.headers, **emulator_headers(req, t)}) as resp:
                 if resp.status != 200:
@@ -415,10 +475,14 @@ class _ThinSender:
                     if token:
                         first = first if first is not None else now
                         last = now
+                        if keep:
+                            pieces.append(_thin_piece(line, openai_api))
         except Exception as exc:
             _error(obs, exc)
             self.errors.note(obs, req, exc)
         obs.e2e = _clock() - t0
+        if keep:
+            obs.text = "".join(pieces)
         if answer is not None:
             obs.ttfo = answer - t0
         if first is not None and last is not None:

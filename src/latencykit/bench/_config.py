@@ -9,6 +9,7 @@ from typing import Any, Optional, Sequence
 
 from ._clients import CALLS, CLIENTS
 from ._load import LoadSpec
+from ._sessions import generate_sessions, parse_think
 from ._stats import parse_slo
 from ._traffic import SHAPES, TrafficRequest, generate, load_replay
 
@@ -133,6 +134,10 @@ class BenchConfig:
     """Place the workers on Ray: ``local:N``, ``auto``, ``ray://HOST:10001`` or ``HOST:PORT`` (``None``: this machine)."""
     per_node: Optional[int] = None
     """With ``cluster``: worker processes per node (default: one per CPU Ray gives the node)."""
+    turns: int = 4
+    """``traffic="sessions"``: turns per session (``requests`` counts turns in all)."""
+    think: str = "0s"
+    """``traffic="sessions"``: the think time before each later turn (`latencykit.bench._sessions.parse_think`)."""
 
     def __post_init__(self) -> None:
         if self.traffic not in SHAPES:
@@ -169,6 +174,10 @@ class BenchConfig:
             raise ValueError(f"control must be a share in [0, 1), got {self.control!r}")
         for s in self.slos:
             parse_slo(s)
+        if self.traffic == "sessions":
+            if not isinstance(self.turns, int) or isinstance(self.turns, bool) or self.turns < 1:
+                raise ValueError(f"--turns must be a positive int, got {self.turns!r}")
+            parse_think(self.think)
         for strategy in self.matrix:
             for k, v in strategy.items():
                 if k not in LEVERS or v not in LEVERS[k]:
@@ -177,7 +186,7 @@ class BenchConfig:
     def levels(self) -> list[LoadSpec]:
         """One `LoadSpec` per load level (rates × concurrencies; closed loop at 16 by default)."""
         common = dict(arrivals=self.arrivals, burstiness=self.burstiness, duration=self.duration, warmup=self.warmup,
-                      ramp=self.ramp)  # fmt: skip
+                      ramp=self.ramp, sessions=self.traffic == "sessions")  # fmt: skip
         if self.rate or self.arrivals == "recorded":
             caps: Sequence[Optional[int]] = self.concurrency or (None,)
             rates: Sequence[Optional[float]] = self.rate or (None,)
@@ -194,6 +203,8 @@ class BenchConfig:
 def build_requests(config: BenchConfig) -> list[TrafficRequest]:
     """The config's requests: generated traffic, or the replayed file (``ValueError`` when it cannot be read,
     or when the warm-up would take every replayed request)."""
+    if config.traffic == "sessions":
+        return generate_sessions(config.requests, turns=config.turns, think=parse_think(config.think), seed=config.seed)
     if config.traffic != "replay":
         return generate(config.traffic, config.requests, seed=config.seed, documents=config.documents)
     assert config.replay is not None

@@ -173,7 +173,7 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
             clear()  # cells do not inherit each other's prompt cache
     _lateness(emu, target.base_url if target.emulated else None, reset=True)
     offsets = arrival_offsets(requests, load, config.seed) if load.open_loop else None
-    if offsets is not None:
+    if offsets is not None and not load.sessions:  # sessions: only first turns follow the schedule (rates per turn)
         cell.schedule = schedule_of(offsets, load.duration)
     tick = bar.start(cell.key, len(requests)) if bar is not None else None
     workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers

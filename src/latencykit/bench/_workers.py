@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 from ._clients import make_sender
 from ._config import BenchConfig, build_requests, resolve_levers
 from ._load import CellResult, LoadSpec, run_cell
+from ._sessions import deal_key
 from ._targets import TargetSpec
 from ._traffic import TrafficRequest
 
@@ -79,7 +80,7 @@ def _worker_main(payload: dict[str, Any], w: int, ready_q: Any, go_q: Any, resul
         target = TargetSpec(**payload["target"])
         load = LoadSpec(**payload["load"])
         everything = build_requests(config)
-        mine = [r for r in everything if r.index % payload["workers"] == w]
+        mine = [r for r in everything if deal_key(r) % payload["workers"] == w]  # a session stays on one worker
         offsets = payload["offsets"]
         my_offsets = None if offsets is None else [offsets[r.index] for r in mine]
 
@@ -104,7 +105,8 @@ def result_to_dict(r: CellResult) -> dict[str, Any]:
     """A worker's cell result as plain data (to cross a process boundary)."""
     return {"samples": r.samples, "sketches": {m: s.to_dict() for m, s in r.sketches.items()}, "health": r.health,
             "scheduled": r.scheduled, "unsent": r.unsent_waits, "window": list(r.window),
-            "control": {m: s.to_dict() for m, s in r.control.items()}, "interrupted": r.interrupted, "cut": r.cut}  # fmt: skip
+            "control": {m: s.to_dict() for m, s in r.control.items()}, "interrupted": r.interrupted, "cut": r.cut,
+            "turns_not_sent": r.turns_not_sent}  # fmt: skip
 
 
 def result_from_dict(d: dict[str, Any]) -> CellResult:
@@ -114,7 +116,7 @@ def result_from_dict(d: dict[str, Any]) -> CellResult:
     sk = {m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()}
     ctl = {m: PercentileSketch.from_dict(s) for m, s in d["control"].items()}
     return CellResult(d["samples"], sk, d["health"], d["scheduled"], d["unsent"], (d["window"][0], d["window"][1]), ctl,
-                      d["interrupted"], d["cut"])  # fmt: skip
+                      d["interrupted"], d["cut"], int(d.get("turns_not_sent", 0)))  # fmt: skip
 
 
 def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dict[str, str],

@@ -95,6 +95,10 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     t.add_argument("--requests", type=int, default=200, help="requests per cell (default 200; a replay sends its file's)")
     t.add_argument("--seed", type=int, default=0, help="seed of the traffic, the arrival times and the emulator (default 0)")
     t.add_argument("--documents", type=int, default=4, help="documents reused by --traffic shared-prefix")
+    t.add_argument("--turns", type=int, default=None, help="--traffic sessions: turns per session (default 4; --requests "
+                   "counts turns in all)")  # fmt: skip
+    t.add_argument("--think", default=None, metavar="DIST", help="--traffic sessions: think time before each later turn, "
+                   "from the previous answer's end: 2s, 500ms, exp:5s (exponential, that mean), uniform:1s-3s (default 0)")  # fmt: skip
     t.add_argument("--replay", metavar="FILE", help="replay this JSONL (prompt_tokens/output_tokens[, messages, timestamp]) "
                    "or Recorder.to_jsonl() output; implies --traffic replay")  # fmt: skip
     lo = p.add_argument_group("load")
@@ -179,15 +183,20 @@ def _cmd_run(argv: Sequence[str]) -> int:
         timing = timing_from_args(args, prefix="emu-")
         matrix, notes = plan_matrix(args.matrix)
         matrix = [{**m, "prewarm": "on"} for m in matrix] if args.prewarm else matrix
+        traffic = args.traffic or ("replay" if args.replay else "chat")
+        if traffic != "sessions" and (args.turns is not None or args.think is not None):
+            raise ValueError(f"--{'turns' if args.turns is not None else 'think'} shapes conversations: it needs "
+                             f"--traffic sessions (got --traffic {traffic})")  # fmt: skip
+        sessions = {"turns": 4 if args.turns is None else args.turns, "think": args.think or "0s"}
         config = BenchConfig(
             target=args.target, base_url=args.base_url, model=args.model, api=args.api,
             per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output,
-            traffic=args.traffic or ("replay" if args.replay else "chat"),
+            traffic=traffic,
             requests=args.requests, seed=args.seed, documents=args.documents, replay=args.replay,
             concurrency=args.concurrency, rate=args.rate, arrivals=args.arrivals, burstiness=args.burstiness,
             duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(matrix),
             labels=dict(args.label), workers=args.workers, control=args.control, slos=tuple(args.slo),
-            timing=asdict(timing), cluster=args.cluster, per_node=args.per_node,
+            timing=asdict(timing), cluster=args.cluster, per_node=args.per_node, **sessions,
         )  # fmt: skip
         if config.cluster is not None:
             from ..fleet._cluster import check_cluster, import_ray, parse_cluster

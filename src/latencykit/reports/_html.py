@@ -17,8 +17,8 @@ from ..bench._cell import BenchRun, Cell
 from ..bench._compare import Comparison, strategy_table
 from ._grid import Grid
 from ._report import (
-    baseline_name, cell_slos, cluster_lines, comparison_grid, header_text, health_text, limiting_text, metrics_grid, partial_text, rate, split_text,
-    throughput_line,
+    baseline_name, cell_slos, cluster_lines, comparison_grid, header_text, health_text, limiting_text, metrics_grid, partial_text, rate,
+    sessions_lines, split_text, throughput_line,
 )  # fmt: skip
 from ._svg import COLOURS, Series, bars, chart, time_axis
 
@@ -64,6 +64,7 @@ def _config_rows(run: BenchRun) -> list[tuple[str, Any]]:
         ("load levels", levels),
         ("arrivals", cfg.get("arrivals") if cfg.get("rate") or cfg.get("arrivals") == "recorded" else None),
         ("duration", f"{cfg['duration']:g} s" if cfg.get("duration") else None),
+        ("sessions", f"{cfg.get('turns')} turns each, think time {cfg.get('think')}" if cfg.get("traffic") == "sessions" else None),
         ("warm-up", cfg.get("warmup") or None),
         ("strategies", matrix),
         ("labels", ", ".join(f"{k}={v}" for k, v in (cfg.get("labels") or {}).items())),
@@ -104,6 +105,7 @@ def _cell_html(cell: Cell, run: BenchRun) -> str:
         text = split_text(cell, key)
         if text:
             lines.append(f"{title}: {text}")
+    lines += sessions_lines(cell, cfg.get("think") if cfg.get("traffic") == "sessions" else None)
     if cell.measured:
         lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {len(cell.measured)} measured)")
     if cell.first_error and not cell.no_data:

@@ -19,7 +19,7 @@ __all__ = [
     "METRIC_NAMES", "baseline_name", "cell_slos", "cluster_lines", "comparison_grid", "error_grid", "header_text", "health_text",
     "limiting_node", "limiting_text", "node_health",
     "metrics_grid", "ms", "partial_text", "pct_text", "print_report", "rate", "report_blocks", "report_json",
-    "report_markdown", "split_text", "throughput_line",
+    "report_markdown", "sessions_lines", "split_text", "throughput_line",
 ]  # fmt: skip
 
 METRIC_NAMES = {
@@ -92,6 +92,8 @@ def throughput_line(cell: Cell) -> str:
         if load.get("arrivals") == "recorded":
             speed = load.get("rate") or 1
             parts.append(f"offered the recorded times at {speed:g}× speed" + (f" ({drawn})" if drawn else ""))
+        elif load.get("sessions"):
+            parts.append(f"sessions arriving at {rate(load.get('rate'), 'sessions/s')} (each turn sent on the answer before it)")
         else:
             parts.append(f"offered {rate(tp['offered_rps'])}" + (f" ({drawn})" if drawn else ""))
         parts.append(f"sent {rate(tp['sent_rps'])}")
@@ -121,6 +123,38 @@ def split_text(cell: Cell, key: str) -> Optional[str]:
         p = percentiles(sk, [0.5, 0.99])
         parts.append(f"{g} n={sk.count} p50 {ms(p[0.5].value)} / p99 {ms(p[0.99].value)} ms")
     return "; ".join(parts)
+
+
+def sessions_lines(cell: Cell, think: Optional[str] = None) -> list[str]:
+    """Sessions traffic: TTFT of turn 1 against turns 2+ (with the share of their prompts read from the cache), per
+    turn, the sessions' time and completeness, and the think time measured against the stated one; ``[]`` otherwise."""
+    st = cell.sessions()
+    if st is None:
+        return []
+
+    def group(g: dict[str, Any]) -> str:
+        share = g.get("cached_share")
+        cached = "" if share is None else f", {share:.0%} of the prompt cached"
+        return f"n={g['n']} p50 {ms(g['ttft_p50_s'])} / p95 {ms(g['ttft_p95_s'])} ms{cached}"
+
+    out = [f"TTFT by turn (from the intended send: the previous answer's end + think time): turn 1 {group(st['first'])}; "
+           f"turns 2+ {group(st['later'])}"]  # fmt: skip
+    if 2 < len(st["turns"]) <= 12:
+        out.append("per turn: " + "; ".join(f"{k}: p50 {ms(g['ttft_p50_s'])} ms" + (
+            "" if g.get("cached_share") is None else f" ({g['cached_share']:.0%} cached)") for k, g in st["turns"].items()))
+    span = ("" if st["session_p50_s"] is None else
+            f"; session time p50 {st['session_p50_s']:.2f} s / p95 {st['session_p95_s']:.2f} s (first intended send → last answer)")
+    out.append(f"sessions: {st['sessions']} started, {st['complete']} completed every turn{span}; "
+               f"{st['turns_not_sent']} turn(s) not sent (cut off by --duration, or after a failed turn)")  # fmt: skip
+    if st["think_n"]:
+        stated = ""
+        if think:
+            from ..bench._sessions import parse_think
+
+            stated = f"stated {think} (mean {ms(parse_think(think).mean, 0)} ms); "
+        out.append(f"think time: {stated}measured from each answer's end to the next turn's send: mean "
+                   f"{ms(st['think_mean_s'], 0)} ms, p50 {ms(st['think_p50_s'], 0)} ms (n={st['think_n']})")  # fmt: skip
+    return out
 
 
 def health_text(cell: Cell, h: dict[str, Any]) -> str:
@@ -232,7 +266,7 @@ def cache_cost_text(cell: Cell, target: dict[str, Any]) -> Optional[str]:
 
 
 def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Optional[int] = None,
-                target: Optional[dict[str, Any]] = None) -> list[Any]:
+                target: Optional[dict[str, Any]] = None, think: Optional[str] = None) -> list[Any]:
     """One cell's blocks."""
     tag = "EMULATED " if emulated else ""
     out: list[Any] = [metrics_grid(cell, f"{tag}{cell.key}" + (" — PARTIAL" if cell.partial else "")), Line(LEGEND, "dim")]
@@ -246,6 +280,7 @@ def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Opt
         text = split_text(cell, key)
         if text:
             out.append(Line(f"{title}: {text}"))
+    out += [Line(text) for text in sessions_lines(cell, think)]
     verdicts = cell.verdicts()
     if verdicts:
         out.append(Line("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))))
@@ -341,7 +376,8 @@ def report_blocks(run: BenchRun) -> list[Any]:
         out.append(Line(f"PARTIAL RUN: {run.partial}", "error"))
     total = cfg.get("request_count", cfg.get("requests"))
     for cell in run.cells:
-        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total, cfg.get("target"))
+        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total, cfg.get("target"),
+                           cfg.get("think") if cfg.get("traffic") == "sessions" else None)  # fmt: skip
     rows = strategy_table(run)
     if rows:
         out.append(comparison_grid(rows, f"strategy comparison: each cell against the baseline cell '{baseline_name(run)}' "
@@ -374,6 +410,7 @@ def report_json(run: BenchRun) -> dict[str, Any]:
             "key": c.key, "label": c.label, "level": c.level, "partial": c.partial, "summary": c.summary(),
             "throughput": c.throughput(), "goodput": c.goodput(cell_slos(cfg.get("slos") or ())), "outcomes": c.outcomes(),
             "cache_verdicts": c.verdicts(), "warnings": c.warnings, "no_data": c.no_data, "schedule": c.schedule,
+            "sessions": c.sessions(),
             "nodes": list(node_health(c).values()) or None, "limiting_node": limiting_node(c),
         })  # fmt: skip
     rows = strategy_table(run)
