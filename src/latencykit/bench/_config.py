@@ -11,7 +11,8 @@ from ._clients import CALLS, CLIENTS
 from ._load import LoadSpec
 from ._sessions import generate_sessions, parse_think
 from ._stats import parse_slo
-from ._traffic import SHAPES, TrafficRequest, generate, load_replay
+from ._traces import FORMATS, load_trace
+from ._traffic import SHAPES, TrafficRequest, generate
 
 __all__ = ["APPLIES", "LEVERS", "BenchConfig", "build_requests", "parse_matrix", "plan_matrix", "resolve_levers"]
 
@@ -110,6 +111,8 @@ class BenchConfig:
     seed: int = 0
     documents: int = 4
     replay: Optional[str] = None
+    replay_format: Optional[str] = None
+    """The ``replay`` file's format (`latencykit.bench._traces.FORMATS`); ``None``: detected from its first line."""
     concurrency: tuple[int, ...] = ()
     rate: tuple[float, ...] = ()
     arrivals: str = "poisson"
@@ -147,6 +150,10 @@ class BenchConfig:
         if self.replay and self.traffic != "replay":
             raise ValueError(f"--replay {self.replay} is replayed traffic: leave --traffic out or say --traffic replay "
                              f"(got --traffic {self.traffic})")  # fmt: skip
+        if self.replay_format is not None and self.replay_format not in FORMATS:
+            raise ValueError(f"--replay-format must be one of {', '.join(FORMATS)}; got {self.replay_format!r}")
+        if self.replay_format is not None and not self.replay:
+            raise ValueError("--replay-format says how to read a --replay file; give one")
         if self.arrivals == "recorded" and self.traffic != "replay":
             raise ValueError("--arrivals recorded replays the timestamps of a --replay file; generated traffic has none")
         if not isinstance(self.requests, int) or self.requests < 1:
@@ -201,15 +208,15 @@ class BenchConfig:
 
 
 def build_requests(config: BenchConfig) -> list[TrafficRequest]:
-    """The config's requests: generated traffic, or the replayed file (``ValueError`` when it cannot be read,
-    or when the warm-up would take every replayed request)."""
+    """The config's requests: generated traffic, sessions, or the replayed file in any of `FORMATS` (``ValueError``
+    when it cannot be read, naming the line, or when the warm-up would take every replayed request)."""
     if config.traffic == "sessions":
         return generate_sessions(config.requests, turns=config.turns, think=parse_think(config.think), seed=config.seed)
     if config.traffic != "replay":
         return generate(config.traffic, config.requests, seed=config.seed, documents=config.documents)
     assert config.replay is not None
     try:
-        requests = load_replay(config.replay, seed=config.seed)
+        requests = load_trace(config.replay, fmt=config.replay_format, seed=config.seed)[0]
     except OSError as exc:
         raise ValueError(f"cannot read --replay {config.replay}: {exc.strerror or exc}") from None
     if config.warmup >= len(requests):

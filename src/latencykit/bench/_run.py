@@ -115,6 +115,8 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
             target = replace(target, emulator_behind=True)  # a vllm / openai-compatible URL served by the emulator
     run_config = {**config.to_dict(), "target": target.describe(), "levels": [lv.describe() for lv in levels],
                   "request_count": len(requests)}  # fmt: skip
+    if config.replay is not None:
+        run_config["replay_format"] = config.replay_format or _detected(config.replay)
     if emu is not None:
         run_config["emulator_timing"] = asdict(emu.timing)
     run = BenchRun(run_config, environment(), [])
@@ -211,6 +213,14 @@ def _count_lost(cell: Cell, lost: Sequence[dict[str, Any]]) -> None:
     part["reason"] = f"{part['reason']}; {why}" if interrupted else why
     part["interrupted"] = interrupted
     cell.partial = part
+
+
+def _detected(path: str) -> Optional[str]:
+    """The format of a replay file, from its first non-empty line."""
+    from ._traces import detect_format
+
+    with open(path, encoding="utf-8-sig") as f:
+        return next((detect_format(line) for line in f if line.strip()), None)
 
 
 def _first_model(target: TargetSpec) -> Optional[str]:

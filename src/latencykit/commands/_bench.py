@@ -100,7 +100,10 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     t.add_argument("--think", default=None, metavar="DIST", help="--traffic sessions: think time before each later turn, "
                    "from the previous answer's end: 2s, 500ms, exp:5s (exponential, that mean), uniform:1s-3s (default 0)")  # fmt: skip
     t.add_argument("--replay", metavar="FILE", help="replay this JSONL (prompt_tokens/output_tokens[, messages, timestamp]) "
-                   "or Recorder.to_jsonl() output; implies --traffic replay")  # fmt: skip
+                   "or Recorder.to_jsonl() output, or a public trace: Mooncake JSONL, Azure LLM inference CSV, BurstGPT "
+                   "CSV (prompts synthesized to their token lengths); implies --traffic replay")  # fmt: skip
+    t.add_argument("--replay-format", choices=("latencykit", "mooncake", "azure", "burstgpt"), default=None,
+                   help="how to read --replay (default: detected from its first line)")  # fmt: skip
     lo = p.add_argument_group("load")
     lo.add_argument("--concurrency", type=_list(int), default=(), help="in flight (closed loop), or the cap with --rate; a list sweeps")
     lo.add_argument("--rate", type=_list(float), default=(), help="open loop, requests per second; a list sweeps")
@@ -193,6 +196,7 @@ def _cmd_run(argv: Sequence[str]) -> int:
             per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output,
             traffic=traffic,
             requests=args.requests, seed=args.seed, documents=args.documents, replay=args.replay,
+            replay_format=args.replay_format,
             concurrency=args.concurrency, rate=args.rate, arrivals=args.arrivals, burstiness=args.burstiness,
             duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(matrix),
             labels=dict(args.label), workers=args.workers, control=args.control, slos=tuple(args.slo),
