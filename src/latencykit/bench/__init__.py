@@ -36,7 +36,7 @@ _LAZY = {
     "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
     "GateResult": "._compare", "gate_runs": "._compare",
     "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic", "load_trace": "._traces",
-    "generate_sessions": "._sessions", "parse_think": "._sessions", "find_max_rate": "._search",
+    "generate_sessions": "._sessions", "parse_think": "._sessions", "find_max_rate": "._run",
 }  # fmt: skip
 
 _MOVED = {"experiment": "latencykit.experiment", "ExperimentRun": "latencykit.experiment",

@@ -4,7 +4,7 @@ strategy levers of ``--matrix``: which apply to which client, and the combinatio
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from ._clients import CALLS, CLIENTS
@@ -137,6 +137,10 @@ class BenchConfig:
     """Place the workers on Ray: ``local:N``, ``auto``, ``ray://HOST:10001`` or ``HOST:PORT`` (``None``: this machine)."""
     per_node: Optional[int] = None
     """With ``cluster``: worker processes per node (default: one per CPU Ray gives the node)."""
+    find_max_rate: bool = False
+    """Search the highest open-loop rate meeting every ``slos`` (`latencykit.bench._search`) instead of the levels."""
+    max_duration: float = 300.0
+    """``find_max_rate``: seconds the whole search may take (no step starts that would pass it)."""
     turns: int = 4
     """``traffic="sessions"``: turns per session (``requests`` counts turns in all)."""
     think: str = "0s"
@@ -181,6 +185,8 @@ class BenchConfig:
             raise ValueError(f"control must be a share in [0, 1), got {self.control!r}")
         for s in self.slos:
             parse_slo(s)
+        if self.find_max_rate:
+            self._check_search()
         if self.traffic == "sessions":
             if not isinstance(self.turns, int) or isinstance(self.turns, bool) or self.turns < 1:
                 raise ValueError(f"--turns must be a positive int, got {self.turns!r}")
@@ -189,6 +195,22 @@ class BenchConfig:
             for k, v in strategy.items():
                 if k not in LEVERS or v not in LEVERS[k]:
                     raise ValueError(f"unknown strategy lever {k}={v}")
+
+    def _check_search(self) -> None:
+        if not self.slos:
+            raise ValueError("--find-max-rate needs at least one --slo, e.g. --slo 'ttft:p95<=500ms'")
+        if len(self.rate) > 1:
+            raise ValueError(f"--find-max-rate searches the rates itself: --rate gives its first step, one value (got "
+                             f"{','.join(f'{r:g}' for r in self.rate)})")  # fmt: skip
+        if len(self.concurrency) > 1:
+            raise ValueError("--find-max-rate: --concurrency caps the requests in flight, one value")
+        if self.traffic == "sessions" or self.arrivals == "recorded":
+            what = "--traffic sessions (sessions arrive, not requests)" if self.traffic == "sessions" else "--arrivals recorded"
+            raise ValueError(f"--find-max-rate searches request rates; it does not take {what}")
+        if len(self.matrix) > 1:
+            raise ValueError("--find-max-rate searches for one strategy at a time; give --matrix levers one value each")
+        if not (isinstance(self.max_duration, (int, float)) and self.max_duration > 0):
+            raise ValueError(f"--max-duration must be a positive number of seconds, got {self.max_duration!r}")
 
     def levels(self) -> list[LoadSpec]:
         """One `LoadSpec` per load level (rates × concurrencies; closed loop at 16 by default)."""
@@ -219,6 +241,8 @@ def build_requests(config: BenchConfig) -> list[TrafficRequest]:
         requests = load_trace(config.replay, fmt=config.replay_format, seed=config.seed)[0]
     except OSError as exc:
         raise ValueError(f"cannot read --replay {config.replay}: {exc.strerror or exc}") from None
+    if config.find_max_rate:  # a search step needs its own count: the file's requests in order, cycled, untimed
+        requests = [replace(r, index=i, at=None) for i, r in enumerate(itertools.islice(itertools.cycle(requests), config.requests))]
     if config.warmup >= len(requests):
         raise ValueError(f"--warmup {config.warmup} leaves nothing to measure of the {len(requests)} replayed requests")
     return requests

@@ -10,6 +10,7 @@ finished requests, come back in a `BenchRun` marked ``partial``.
 from __future__ import annotations
 
 import asyncio
+import math
 import platform
 import sys
 import threading
@@ -22,11 +23,13 @@ from ._config import LEVERS, BenchConfig, build_requests, parse_matrix, resolve_
 from ._diagnose import diagnose
 from ._load import LoadSpec, arrival_offsets
 from ._rates import schedule_of
+from ._search import MetricsPoller, RateSearch
+from ._stats import parse_slo
 from ._targets import TargetSpec, is_emulator, resolve_target
 from ._traffic import TrafficRequest
 from ._workers import drive, spawn
 
-__all__ = ["LEVERS", "BenchConfig", "parse_matrix", "resolve_levers", "run_bench", "diagnose", "environment"]
+__all__ = ["LEVERS", "BenchConfig", "find_max_rate", "parse_matrix", "resolve_levers", "run_bench", "diagnose", "environment"]
 
 
 def environment() -> dict[str, Any]:
@@ -130,6 +133,9 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
             fleet.check_reachable(target.base_url)
             run.env["cluster"] = fleet.describe()
         bar = _Progress(console) if progress else None
+        if config.find_max_rate:
+            _search(run, config, target, emu, bar, fleet)
+            cells = []
         for done, (strategy, load) in enumerate(cells):
             cell = Cell(dict(strategy), dict(config.labels), load.describe())
             try:
@@ -164,6 +170,49 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     if lost:
         run.partial = "; ".join(p for p in (run.partial, "cluster workers lost: " + "; ".join(lost)) if p)
     return run
+
+
+WARM_S = 0.2
+"""``--find-max-rate``: each step's requests of its first 0.2 s (or ``--warmup N``, if more) are its warm-up."""
+
+
+def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, bar: Optional["_Progress"], fleet: Any) -> None:
+    """``--find-max-rate``: the steps of `RateSearch` as cells, its result as the run's ``max_rate`` section."""
+    strategy = dict(config.matrix[0]) if config.matrix else {}
+    search = RateSearch([parse_slo(s) for s in config.slos], start=config.rate[0] if config.rate else 1.0,
+                        max_duration=config.max_duration)  # fmt: skip
+    poller = MetricsPoller(target.base_url)
+    measured: list[Cell] = []
+
+    def measure(rate: float, seconds: float) -> tuple[Cell, dict[str, Any]]:
+        spread = 1.0 if config.arrivals == "constant" else 1.5  # Poisson or gamma: more than the mean, never short
+        warm = max(config.warmup, math.ceil(WARM_S * rate))  # each step's client opens new connections: not its steady state
+        seconds += warm / rate
+        step = replace(config, requests=math.ceil(rate * seconds * spread) + 10, rate=(rate,), duration=seconds, warmup=warm)
+        load = LoadSpec(concurrency=config.concurrency[0] if config.concurrency else None, rate=rate, arrivals=config.arrivals,
+                        burstiness=config.burstiness, duration=seconds, warmup=warm)  # fmt: skip
+        cell = Cell(dict(strategy), dict(config.labels), load.describe())
+        with poller:
+            try:
+                _run_cell(cell, step, build_requests(step), target, emu, strategy, load, bar, fleet)
+            except KeyboardInterrupt:
+                cell.partial = cell.partial or {"reason": "interrupted (Ctrl-C)", "cut": 0}
+        measured.append(cell)
+        return cell, poller.summary()
+
+    result = search.run(measure)
+    kept = {id(s.cell) for s in search.steps}
+    run.cells.extend(c for c in measured if id(c) in kept or (c.partial is not None and c.samples))
+    run.sections["max_rate"] = result
+    run.config["levels"] = [c.load for c in run.cells]
+    if result["stopped"] == "interrupted":
+        run.partial = f"interrupted (Ctrl-C) during the rate search after {len(search.steps)} decided step(s)"
+
+
+def find_max_rate(config: BenchConfig, **kwargs: Any) -> BenchRun:
+    """`run_bench` with ``find_max_rate=True``: the `BenchRun` of the search, its result in ``run.sections["max_rate"]``
+    (the run file's top-level ``max_rate``)."""
+    return run_bench(replace(config, find_max_rate=True), **kwargs)
 
 
 def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest], target: TargetSpec, emu: Any,

@@ -200,7 +200,7 @@ class VLLMEngine(Engine):
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
                 self._free(need)
-            else:
+            elif waiter in self._queue:  # `_wake` may already have popped it (and passed it over)
                 self._queue.remove(waiter)
             raise
 

@@ -17,7 +17,7 @@ from ..bench._stats import QUANTILES, Pct, parse_slo, percentiles
 
 __all__ = [
     "METRIC_NAMES", "baseline_name", "cell_slos", "cluster_lines", "comparison_grid", "error_grid", "header_text", "health_text",
-    "limiting_node", "limiting_text", "node_health",
+    "limiting_node", "limiting_text", "max_rate_lines", "node_health",
     "metrics_grid", "ms", "partial_text", "pct_text", "print_report", "rate", "report_blocks", "report_json",
     "report_markdown", "sessions_lines", "split_text", "throughput_line",
 ]  # fmt: skip
@@ -154,6 +154,39 @@ def sessions_lines(cell: Cell, think: Optional[str] = None) -> list[str]:
             stated = f"stated {think} (mean {ms(parse_think(think).mean, 0)} ms); "
         out.append(f"think time: {stated}measured from each answer's end to the next turn's send: mean "
                    f"{ms(st['think_mean_s'], 0)} ms, p50 {ms(st['think_p50_s'], 0)} ms (n={st['think_n']})")  # fmt: skip
+    return out
+
+
+def max_rate_lines(run: BenchRun) -> list[str]:
+    """``--find-max-rate``: the highest rate meeting every SLO with the interval the knee lies in, the first failing
+    rate and what it broke, the saturation signs there, how the search stopped; ``[]`` for other runs."""
+    m = run.sections.get("max_rate")
+    if not isinstance(m, dict):
+        return []
+    slos = ", ".join(m.get("slos") or [])
+    steps = m.get("steps") or []
+    how = (f"{len(steps)} step(s) in {m.get('elapsed_s') or 0:.0f} s, stopped: {m.get('stopped')}"
+           f" (bound {m.get('max_duration_s') or 0:g} s, tolerance {100 * (m.get('tolerance') or 0):g}%)")  # fmt: skip
+    out = []
+    if m.get("rps") is None:
+        out.append(f"max rate meeting every SLO ({slos}): none found — " + (
+            f"the first step, {m.get('start_rps'):g} req/s, already fails; start lower with --rate"
+            if m.get("stopped") == "first step fails" else "no step passed") + f"; {how}")
+    else:
+        lo, hi = m.get("interval_rps") or [None, None]
+        where = f"the knee lies in [{lo:g}, {hi:g}] req/s" if hi is not None else f"no failing rate found above it"
+        out.append(f"max rate meeting every SLO ({slos}): {m['rps']:g} req/s — {where}; {how}")
+    if m.get("first_failing_rps") is not None:
+        broke = "; ".join(f"{v['slo']}: {v['misses']} of {v['n']} missed, value {ms(v['value_s'])} ms "
+                          f"[{ms(v['ci_s'][0])}–{ms(v['ci_s'][1])}]" for v in m.get("at_first_failing") or [] if v["verdict"] == "fail")
+        out.append(f"first failing rate: {m['first_failing_rps']:g} req/s broke {broke}")
+        signs = m.get("saturation") or []
+        out.append("saturation there: " + ("; ".join(signs) if signs else "none seen (the SLO is tighter than the server's room)"))
+    for step in steps:
+        slo_text = "; ".join(f"{v['slo']} {v['verdict']} ({v['misses']}/{v['n']} missed, value {ms(v['value_s'])} ms)"
+                             for v in step["slos"])  # fmt: skip
+        out.append(f"  step {step['rate_rps']:g} req/s: {step['verdict'].upper()} by {step['decided_by']}, "
+                   f"{step['duration_s']:.1f} s, completed {rate(step['completed_rps'])} — {slo_text}")  # fmt: skip
     return out
 
 
@@ -378,6 +411,9 @@ def report_blocks(run: BenchRun) -> list[Any]:
     for cell in run.cells:
         out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total, cfg.get("target"),
                            cfg.get("think") if cfg.get("traffic") == "sessions" else None)  # fmt: skip
+    found = max_rate_lines(run)
+    if found:
+        out += [Line(found[0], "strong"), *(Line(t) for t in found[1:])]
     rows = strategy_table(run)
     if rows:
         out.append(comparison_grid(rows, f"strategy comparison: each cell against the baseline cell '{baseline_name(run)}' "
@@ -415,4 +451,5 @@ def report_json(run: BenchRun) -> dict[str, Any]:
         })  # fmt: skip
     rows = strategy_table(run)
     return {"emulated": run.emulated, "partial": run.partial, "header": header_text(run), "cluster": run.env.get("cluster"), "cells": cells,
+            "max_rate": run.sections.get("max_rate"),
             "comparison": {"baseline": baseline_name(run), "rows": [r.to_dict() for r in rows]} if rows else None}  # fmt: skip
