@@ -184,3 +184,46 @@ def test_config_checks() -> None:
     with pytest.raises(ValueError, match="one strategy at a time"):
         BenchConfig(find_max_rate=True, slos=("ttft<=1s",), matrix=({"cache": "auto"}, {"cache": "off"}))
     assert BenchConfig(find_max_rate=True, slos=("ttft<=1s",)).max_duration == 300.0
+
+
+def test_the_servers_metrics_are_read_where_it_has_them() -> None:
+    """The emulator in vLLM mode with one sequence slot, three streams at once: its /metrics shows requests
+    waiting, and a step's saturation signs say so; a server without /metrics gives none."""
+    import openai
+
+    from latencykit.bench._search import MetricsPoller, Step, saturation
+    from latencykit.emulator import Emulator, TimingModel, VLLMConfig
+
+    with Emulator(TimingModel(base_ttft=0.05, decode_per_token=0.01, output_tokens=20, jitter=0.0), vllm=VLLMConfig(max_num_seqs=1)) as emu:
+        client = openai.OpenAI(base_url=emu.base_url + "/v1", api_key="x", max_retries=0)
+        poller = MetricsPoller(emu.base_url + "/v1", every=0.05)
+        assert poller.url == emu.base_url + "/metrics"
+        with poller:
+            workers = [threading.Thread(target=lambda: client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "hi"}])) for _ in range(3)]  # fmt: skip
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+        client.close()
+    seen = poller.summary()
+    assert seen["waiting_max"] >= 1 and seen["running_max"] == 1 and "kv_usage_max" in seen
+    step = Step(10.0, _cell(10, [0.05] * 20), [], "pass", "confidence", 2.0, seen)
+    assert any(s.startswith("server /metrics: up to") for s in saturation(step, None))
+    with Emulator(TimingModel(time_scale=0)) as plain:
+        assert MetricsPoller(plain.base_url + "/v1").url is None
+
+
+def test_a_sweep_draws_the_pareto_view() -> None:
+    """Two load levels per strategy: per-user output speed against total output throughput, each level labelled."""
+    from dataclasses import asdict
+
+    from latencykit.bench._run import run_bench
+    from latencykit.emulator import TimingModel
+
+    timing = asdict(TimingModel(base_ttft=0.01, decode_per_token=0.002, output_tokens=8, jitter=0.0, tokens_per_chunk=1))
+    run = run_bench(BenchConfig(requests=8, concurrency=(1, 4), timing=timing, exact_output=False))
+    html = run.to_html()
+    start = html.index("Pareto view")
+    svg = html[start: html.index("</svg>", start)]
+    assert "c=1" in svg and "c=4" in svg and svg.count('class="level"') == 2
