@@ -122,3 +122,72 @@ def test_azure_and_burstgpt_replay_keep_times_and_exact_lengths(tmp_path: Path) 
         assert len(samples) == n and [s["in_tok"] for s in samples] == [r.prompt_tokens for r in requests]
         # Recorded times at 20× speed: each intended send at its trace offset / 20.
         assert [round(s["sched"], 3) for s in samples] == [round((r.at or 0) / 20, 3) for r in requests]
+
+
+class _TokenizerServer:
+    """A stand-in with a tokenizer of its own: 3 characters per token plus 10 for the chat template."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                chars = sum(len(m["content"]) for m in body["messages"])
+                out = json.dumps({"count": -(-chars // 3) + 10, "max_model_len": 32768, "tokens": []}).encode()
+                self.send_response(200 if self.path == "/tokenize" else 404)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def test_prompts_are_fitted_to_a_servers_own_tokenizer() -> None:
+    from latencykit.bench._tokenize import fit_prompts
+
+    requests, _, _ = load_trace(TRACES / "azure_sample.csv")
+    server = _TokenizerServer()
+    try:
+        fitted, info = fit_prompts(requests, server.url, "m")
+    finally:
+        server.close()
+    assert info == {"tokenizer": "server /tokenize", "fitted": 6, "exact": 6, "off_max": 0}
+    for r, f in zip(requests, fitted):
+        assert -(-len(f.messages[0]["content"]) // 3) + 10 == r.prompt_tokens  # exact under the server's rule
+        assert f.prompt_tokens == r.prompt_tokens and f.at == r.at
+    with Emulator(timing=FAST) as plain:  # no /tokenize there: the estimate stays
+        same, none = fit_prompts(requests, plain.base_url + "/v1", "m")
+    assert none is None and same == requests
+
+
+def test_a_vllm_target_counts_with_its_tokenize_and_server_insists_on_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from latencykit.emulator import VLLMConfig
+
+    with Emulator(timing=FAST, vllm=VLLMConfig(model="tiny")) as emu:
+        out = tmp_path / "v.json"
+        assert main(["--target", "vllm", "--base-url", emu.base_url, "--replay", str(TRACES / "burstgpt_sample.csv"),
+                     "--concurrency", "2", "--quiet", "--out", str(out), "--no-exact-output"]) == 0  # fmt: skip
+        doc = json.loads(out.read_text())
+        assert doc["config"]["prompt_lengths"] == {"tokenizer": "server /tokenize", "fitted": 4, "exact": 4, "off_max": 0}
+        assert sorted(s["in_tok"] for s in doc["cells"][0]["samples"]) == [230, 512, 1203, 1750]
+    with Emulator(timing=FAST) as plain:
+        code = main(["--target", "vllm", "--base-url", plain.base_url, "--model", "m", "--tokenizer", "server", "--replay",
+                     str(TRACES / "burstgpt_sample.csv"), "--concurrency", "1", "--quiet", "--out", str(tmp_path / "x.json")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--tokenizer server:" in err and "has no /tokenize" in err and err.count("\n") == 1

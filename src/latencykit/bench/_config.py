@@ -14,7 +14,9 @@ from ._stats import parse_slo
 from ._traces import FORMATS, load_trace
 from ._traffic import SHAPES, TrafficRequest, generate
 
-__all__ = ["APPLIES", "LEVERS", "BenchConfig", "build_requests", "parse_matrix", "plan_matrix", "resolve_levers"]
+TOKENIZERS = ("auto", "server", "estimate")
+
+__all__ = ["APPLIES", "LEVERS", "TOKENIZERS", "BenchConfig", "build_requests", "parse_matrix", "plan_matrix", "resolve_levers"]
 
 LEVERS: dict[str, tuple[str, ...]] = {
     "client": CLIENTS,
@@ -112,6 +114,9 @@ class BenchConfig:
     documents: int = 4
     replay: Optional[str] = None
     replay_format: Optional[str] = None
+    tokenizer: str = "auto"
+    """Synthesized trace prompts: ``auto`` fits them to the server's ``/tokenize`` where it has one
+    (`latencykit.bench._tokenize`), ``server`` insists on it, ``estimate`` keeps four characters per token."""
     """The ``replay`` file's format (`latencykit.bench._traces.FORMATS`); ``None``: detected from its first line."""
     concurrency: tuple[int, ...] = ()
     rate: tuple[float, ...] = ()
@@ -156,6 +161,8 @@ class BenchConfig:
                              f"(got --traffic {self.traffic})")  # fmt: skip
         if self.replay_format is not None and self.replay_format not in FORMATS:
             raise ValueError(f"--replay-format must be one of {', '.join(FORMATS)}; got {self.replay_format!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"--tokenizer must be one of {', '.join(TOKENIZERS)}; got {self.tokenizer!r}")
         if self.replay_format is not None and not self.replay:
             raise ValueError("--replay-format says how to read a --replay file; give one")
         if self.arrivals == "recorded" and self.traffic != "replay":

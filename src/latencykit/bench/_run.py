@@ -10,6 +10,7 @@ finished requests, come back in a `BenchRun` marked ``partial``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import platform
 import sys
@@ -116,8 +117,17 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
             target = replace(target, model=_first_model(target))
         if not target.emulated and target.base_url is not None and is_emulator(target.base_url):
             target = replace(target, emulator_behind=True)  # a vllm / openai-compatible URL served by the emulator
+    fitted = None
+    if config.traffic == "replay" and config.tokenizer != "estimate" and target.base_url and any(r.extra.get("synthetic") for r in requests):
+        from ._tokenize import fit_prompts
+
+        requests, fitted = fit_prompts(requests, target.base_url, target.model, config.seed)
+        if fitted is None and config.tokenizer == "server":
+            raise ValueError(f"--tokenizer server: {target.base_url} has no /tokenize to count the synthesized prompts with")
     run_config = {**config.to_dict(), "target": target.describe(), "levels": [lv.describe() for lv in levels],
                   "request_count": len(requests)}  # fmt: skip
+    if config.traffic == "replay":
+        run_config["prompt_lengths"] = fitted or {"tokenizer": "estimate: 4 characters per token + 7 framing tokens"}
     if config.replay is not None:
         run_config["replay_format"] = config.replay_format or _detected(config.replay)
     if emu is not None:
@@ -134,7 +144,7 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
             run.env["cluster"] = fleet.describe()
         bar = _Progress(console) if progress else None
         if config.find_max_rate:
-            _search(run, config, target, emu, bar, fleet)
+            _search(run, config, target, emu, bar, fleet, requests)
             cells = []
         for done, (strategy, load) in enumerate(cells):
             cell = Cell(dict(strategy), dict(config.labels), load.describe())
@@ -176,7 +186,8 @@ WARM_S = 0.2
 """``--find-max-rate``: each step's requests of its first 0.2 s (or ``--warmup N``, if more) are its warm-up."""
 
 
-def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, bar: Optional["_Progress"], fleet: Any) -> None:
+def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, bar: Optional["_Progress"], fleet: Any,
+            replayed: Sequence[TrafficRequest]) -> None:  # fmt: skip
     """``--find-max-rate``: the steps of `RateSearch` as cells, its result as the run's ``max_rate`` section."""
     strategy = dict(config.matrix[0]) if config.matrix else {}
     search = RateSearch([parse_slo(s) for s in config.slos], start=config.rate[0] if config.rate else 1.0,
@@ -194,7 +205,11 @@ def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, ba
         cell = Cell(dict(strategy), dict(config.labels), load.describe())
         with poller:
             try:
-                _run_cell(cell, step, build_requests(step), target, emu, strategy, load, bar, fleet)
+                if config.traffic == "replay":  # the file's requests (fitted to the server's tokenizer) in order, cycled
+                    reqs = [replace(r, index=i, at=None) for i, r in zip(range(step.requests), itertools.cycle(replayed))]
+                else:
+                    reqs = build_requests(step)
+                _run_cell(cell, step, reqs, target, emu, strategy, load, bar, fleet)
             except KeyboardInterrupt:
                 cell.partial = cell.partial or {"reason": "interrupted (Ctrl-C)", "cut": 0}
         measured.append(cell)
@@ -241,7 +256,8 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
                                    progress=(lambda: tick(1)) if tick else None, freeze=config.freeze_heap))  # fmt: skip
         cell.absorb(result)
     else:
-        for result in spawn(config, target, load, strategy, offsets, workers, tick):
+        shared = requests if config.traffic == "replay" else None  # fitted to the server's tokenizer: sent, not rebuilt
+        for result in spawn(config, target, load, strategy, offsets, workers, tick, shared):
             cell.absorb(result)
     if bar is not None:
         bar.stop()

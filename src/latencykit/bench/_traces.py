@@ -137,7 +137,7 @@ def _mooncake(lines: Sequence[str], name: str, seed: int) -> list[TrafficRequest
         if len(text) < chars:  # beyond the listed blocks: this request's own text
             text += exact_text(random.Random(f"latencykit-bench:mooncake:{seed}:{no}"), (chars - len(text)) // CHARS_PER_TOKEN)
         out.append(_request(len(out), "replay", prompt, answer, text, None if stamp is None else stamp / 1000.0,
-                            {"hash_ids": list(ids), "line": no}))  # fmt: skip
+                            {"hash_ids": list(ids), "line": no, "synthetic": True}))  # fmt: skip
     return out
 
 
@@ -183,7 +183,7 @@ def _csv(lines: Sequence[str], name: str, fmt: str, seed: int) -> tuple[list[Tra
             skipped += 1
             continue
         text = exact_text(random.Random(f"latencykit-bench:{fmt}:{seed}:{no}"), max(prompt - FRAMING, 1))
-        out.append(_request(len(out), "replay", prompt, answer, text, at, {"line": no}))
+        out.append(_request(len(out), "replay", prompt, answer, text, at, {"line": no, "synthetic": True}))
     return out, skipped
 
 

@@ -79,8 +79,8 @@ def _worker_main(payload: dict[str, Any], w: int, ready_q: Any, go_q: Any, resul
         config = BenchConfig(**{**payload["config"], "matrix": tuple(payload["config"]["matrix"])})
         target = TargetSpec(**payload["target"])
         load = LoadSpec(**payload["load"])
-        everything = build_requests(config)
-        mine = [r for r in everything if deal_key(r) % payload["workers"] == w]  # a session stays on one worker
+        everything = payload.get("requests") or build_requests(config)
+        mine = [r for r in everything if deal_key(r) % payload["workers"] == w]  # a session stays on one worker (a dealt share stays)
         offsets = payload["offsets"]
         my_offsets = None if offsets is None else [offsets[r.index] for r in mine]
 
@@ -120,7 +120,8 @@ def result_from_dict(d: dict[str, Any]) -> CellResult:
 
 
 def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dict[str, str],
-          offsets: Optional[list[float]], workers: int, progress: Optional[Callable[[int], None]]) -> list[CellResult]:  # fmt: skip
+          offsets: Optional[list[float]], workers: int, progress: Optional[Callable[[int], None]],
+          requests: Optional[Sequence[TrafficRequest]] = None) -> list[CellResult]:  # fmt: skip
     """Run one cell in ``workers`` spawned processes; their results (``RuntimeError`` if a worker failed).
 
     A Ctrl-C here is passed on to the workers still running (each returns what it measured, marked
@@ -134,7 +135,8 @@ def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dic
         for w in range(workers):
             payload = {"config": config.to_dict(), "target": asdict(target), "load": asdict(share_of(load, w, workers)),
                        "strategy": strategy, "offsets": offsets, "workers": workers,
-                       "slot_delays": slot_delays_for(load, w, workers)}  # fmt: skip
+                       "slot_delays": slot_delays_for(load, w, workers),
+                       "requests": None if requests is None else [r for r in requests if deal_key(r) % workers == w]}  # fmt: skip
             p = ctx.Process(target=_worker_main, args=(payload, w, ready_q, go[w], result_q, counter), daemon=True)
             p.start()
             procs.append(p)

@@ -104,6 +104,9 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
                    "CSV (prompts synthesized to their token lengths); implies --traffic replay")  # fmt: skip
     t.add_argument("--replay-format", choices=("latencykit", "mooncake", "azure", "burstgpt"), default=None,
                    help="how to read --replay (default: detected from its first line)")  # fmt: skip
+    t.add_argument("--tokenizer", choices=("auto", "server", "estimate"), default="auto",
+                   help="trace prompts: fit them to the server's /tokenize where it has one (auto, the default), insist "
+                   "on it (server), or keep the estimate of 4 characters per token")  # fmt: skip
     lo = p.add_argument_group("load")
     lo.add_argument("--concurrency", type=_list(int), default=(), help="in flight (closed loop), or the cap with --rate; a list sweeps")
     lo.add_argument("--rate", type=_list(float), default=(), help="open loop, requests per second; a list sweeps")
@@ -202,7 +205,7 @@ def _cmd_run(argv: Sequence[str]) -> int:
             per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output,
             traffic=traffic,
             requests=args.requests, seed=args.seed, documents=args.documents, replay=args.replay,
-            replay_format=args.replay_format,
+            replay_format=args.replay_format, tokenizer=args.tokenizer,
             concurrency=args.concurrency, rate=args.rate, arrivals=args.arrivals, burstiness=args.burstiness,
             duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(matrix),
             labels=dict(args.label), workers=args.workers, control=args.control, slos=tuple(args.slo),
