@@ -201,3 +201,37 @@ def test_a_session_stays_on_one_cluster_worker() -> None:
     assert len(workers) == 4 and all(len(w) == 1 for w in workers.values())
     assert {next(iter(w)) for w in workers.values()} == {0, 1}
     assert cell.sessions()["complete"] == 4  # type: ignore[index]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_every_client_and_call_puts_the_answer_verbatim_in_the_next_turn(api: str) -> None:
+    """The thin reader, the plain SDK (streamed and not) and latencykit's non-streaming call each carry the answer."""
+    import openai
+
+    fast = TimingModel(base_ttft=0.005, prefill_per_token=0.0, decode_per_token=0.001, output_tokens=10, jitter=0.0)
+    matrix = ({"client": "thin"}, {"client": "sdk", "call": "stream"}, {"client": "sdk", "call": "create"},
+              {"client": "latencykit", "call": "create"})  # fmt: skip
+    with Emulator(timing=fast, seed=2) as emu:
+        run = run_bench(BenchConfig(target="emulator", base_url=emu.base_url, api=api, traffic="sessions", turns=2,
+                                    requests=4, concurrency=(2,), exact_output=False, matrix=matrix))  # fmt: skip
+        path = "/v1/messages" if api == "anthropic" else "/v1/chat/completions"
+        wire = [r.body for r in emu.requests if r.path == path]
+        seconds = [b for b in wire if len(b["messages"]) >= 3]
+        assert len(wire) == 16 and len(seconds) == 8
+        # The planner marks the system prompt (a list then), which makes another request of it: keep them apart.
+        def key(b: dict[str, Any], text: Any) -> str:
+            return repr((isinstance(b.get("system"), list), _strip(text)))
+
+        firsts = {key(b, b["messages"][-1]["content"]): b for b in wire if len([m for m in b["messages"] if m["role"] != "system"]) == 1}
+        if api == "anthropic":
+            ant = anthropic.Anthropic(base_url=emu.base_url, api_key="sk-ant-test", max_retries=0)
+            ask = lambda b: ant.messages.create(**{k: v for k, v in b.items() if k != "stream"}).content[0].text  # noqa: E731
+        else:
+            oai = openai.OpenAI(base_url=emu.base_url + "/v1", api_key="sk-test", max_retries=0)
+            keep = ("model", "messages", "max_tokens", "max_completion_tokens")
+            ask = lambda b: oai.chat.completions.create(**{k: v for k, v in b.items() if k in keep}).choices[0].message.content  # noqa: E731
+        for b in seconds:
+            msgs = [m for m in b["messages"] if m["role"] != "system"]
+            first = firsts[key(b, msgs[0]["content"])]
+            assert msgs[1]["role"] == "assistant" and _strip(msgs[1]["content"]) == ask(first)
+    assert all(c.sessions()["complete"] == 2 for c in run.cells)  # type: ignore[index]

@@ -21,6 +21,11 @@ from typing import Any, Optional, Protocol, Sequence
 from ..core._record import CallRecord
 from ..telemetry._recorder import Recorder
 from ._targets import Observed, TargetSpec, anthropic_body, emulator_headers, openai_body
+from ._answers import anthropic_piece as _anthropic_piece
+from ._answers import openai_piece as _openai_piece
+from ._answers import response_text as _response_text
+from ._answers import thin_piece as _thin_piece
+from ._answers import wants_text as _wants_text
 from ._traffic import TrafficRequest
 
 __all__ = ["CLIENTS", "Sender", "make_sender"]
@@ -84,43 +89,6 @@ def _openai_answer(chunk: Any) -> bool:
     """Whether a chunk carries a token of the answer (text or tool arguments, not reasoning)."""
     d = chunk.choices[0].delta
     return bool(d.content or d.tool_calls)
-
-
-def _wants_text(req: TrafficRequest) -> bool:
-    """A session's turn: its answer goes verbatim into the next turn's history."""
-    return "turn" in req.extra
-
-
-def _openai_piece(chunk: Any) -> str:
-    return (chunk.choices[0].delta.content or "") if chunk.choices else ""
-
-
-def _anthropic_piece(event: Any) -> str:
-    if event.type == "content_block_delta" and event.delta.type == "text_delta":
-        return str(event.delta.text)
-    return ""
-
-
-def _response_text(resp: Any, api: str) -> str:
-    """The answer text of a whole (non-streamed) response."""
-    if api == "openai":
-        return str(resp.choices[0].message.content or "") if resp.choices else ""
-    return "".join(b.text for b in resp.content if getattr(b, "type", None) == "text")
-
-
-def _thin_piece(line: bytes, openai_api: bool) -> str:
-    """The answer text an SSE ``data:`` line carries (parsed only for session turns)."""
-    import json
-
-    try:
-        data = json.loads(line[5:])
-    except ValueError:
-        return ""
-    if openai_api:
-        choices = data.get("choices") or [{}]
-        return str((choices[0].get("delta") or {}).get("content") or "")
-    delta = data.get("delta") or {}
-    return str(delta.get("text") or "") if data.get("type") == "content_block_delta" and delta.get("type") == "text_delta" else ""
 
 
 def _stream_options(target: TargetSpec) -> dict[str, Any]:
