@@ -342,6 +342,32 @@ def test_growing_conversation_keeps_marking_the_newest_message() -> None:
         history.append({"role": "assistant", "content": f"a{i}"})
 
 
+def test_interleaved_conversations_each_mark_their_newest_message() -> None:
+    """One client, three users: their turns interleave in one family. Once a call was seen to extend an earlier one,
+    every turn marks its newest message — a first turn too, so the second reads it — and no boundary is learned
+    from the other users' differing messages."""
+    policy = lk.CachePolicy(secret=SECRET)
+    users = {u: [] for u in "abc"}  # type: dict[str, list[dict[str, Any]]]
+    seen = []
+    for turn in range(3):
+        for u, history in users.items():
+            history.append({"role": "user", "content": f"user {u} says {turn} " * 40})
+            sent = plan(agent(list(history)), policy)
+            seen.append((u, turn, [w for w, _ in markers(sent)]))
+            history.append({"role": "assistant", "content": f"answer {turn} to {u} " * 20})
+    for u, turn, where in seen:
+        newest = f"message {2 * turn} block 0"
+        if turn:  # every later turn marks the whole history, whichever user came before it
+            assert where[-1] == newest, (u, turn, where)
+    later = lk.CachePolicy(secret=SECRET)
+    for u in "ab":  # conversations seen growing: a new user's first turn is written for its second
+        plan(agent([{"role": "user", "content": f"{u} 0 " * 40}]), later)
+    plan(agent([{"role": "user", "content": "a 0 " * 40}, {"role": "assistant", "content": "ok " * 20},
+                {"role": "user", "content": "a 1 " * 40}]), later)  # fmt: skip
+    first = plan(agent([{"role": "user", "content": "d 0 " * 40}]), later)
+    assert [w for w, _ in markers(first)][-1] == "message 0 block 0"
+
+
 def _rotating(i: int, k: int, **extra: Any) -> dict[str, Any]:
     return {"model": MODEL, "max_tokens": 8, "tools": agent_tools(), "system": rotating_system(i % k),
             "messages": [{"role": "user", "content": f"q{i}"}], **extra}  # fmt: skip

@@ -72,3 +72,29 @@ def test_a_write_to_a_closing_transport_ends_the_handler_quietly(monkeypatch: py
         assert emu.stats.connections_closed_early == 1 and emu.stats.active_streams == 0
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, [r.getMessage() for r in errors]
+
+
+@pytest.mark.parametrize("vllm", [False, True])
+async def test_a_queued_request_cancelled_as_a_slot_frees_leaves_cleanly(vllm: bool) -> None:
+    """A client gone while its request waits for a slot, in the same instant a slot frees (a Ctrl-C under queueing):
+    the waiter is passed over once and its handler ends without an error; the slot count stays right."""
+    import asyncio
+
+    from latencykit.emulator import VLLMConfig
+    from latencykit.emulator._timing import Engine
+    from latencykit.emulator._vllm import VLLMEngine
+    from latencykit.emulator._vllm_metrics import VLLMMetrics
+
+    timing = TimingModel(max_concurrency=1)
+    engine: Engine = (VLLMEngine(timing, 0, VLLMConfig(max_num_seqs=1), VLLMMetrics(8192)) if vllm else Engine(timing, 0))
+    take, give = ((lambda: engine._admit(1)), (lambda: engine._free(1))) if vllm else (engine.acquire, engine.release)  # type: ignore[attr-defined]
+    await take()
+    queued = asyncio.ensure_future(take())
+    await asyncio.sleep(0)  # it waits for the slot
+    queued.cancel()
+    give()  # the slot frees before the cancelled waiter runs again
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    assert engine.active == 0
+    await take()  # the slot is free for the next request
+    assert engine.active == 1

@@ -7,7 +7,8 @@ run = run_bench(BenchConfig(requests=200, concurrency=(8, 32)))   # against the 
 run.save("run.json"); run.report()                                 # a run file; its terminal report
 ```
 
-What this package owns: the traffic shapes and their text (``_traffic``, ``_text``), targets and
+What this package owns: the traffic shapes and their text (``_traffic``, ``_text``), conversations
+(``_sessions``), public traces (``_traces``), the search for the highest rate meeting SLOs (``_search``), targets and
 the clients that send (``_targets``, ``_clients``), the load runner (``_config``, ``_load``,
 ``_workers``, ``_run``; on a Ray cluster ``_ray_worker``: the job the fleet's workers run), the run
 model and run files (``_cell``: `Cell`, `BenchRun`), compare and the CI gate (``_compare``),
@@ -27,13 +28,15 @@ from typing import Any
 
 __all__ = [
     "BenchConfig", "BenchRun", "Cell", "ExperimentFileError", "ExperimentRun", "GateResult", "demo_comparison",
-    "experiment", "gate_runs", "generate", "load_experiment", "load_replay", "run_bench",
+    "experiment", "find_max_rate", "gate_runs", "generate", "generate_sessions", "load_experiment", "load_replay", "load_trace",
+    "parse_think", "run_bench",
 ]  # fmt: skip
 
 _LAZY = {
     "BenchConfig": "._run", "run_bench": "._run", "BenchRun": "._cell", "Cell": "._cell",
     "GateResult": "._compare", "gate_runs": "._compare",
-    "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic",
+    "demo_comparison": "._strategies", "generate": "._traffic", "load_replay": "._traffic", "load_trace": "._traces",
+    "generate_sessions": "._sessions", "parse_think": "._sessions", "find_max_rate": "._run",
 }  # fmt: skip
 
 _MOVED = {"experiment": "latencykit.experiment", "ExperimentRun": "latencykit.experiment",

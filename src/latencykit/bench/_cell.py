@@ -20,6 +20,7 @@ from ..telemetry._slo import BATCH_E2E, CHAT_TTFT, CODE_COMPLETION_TTFT, SLO
 from ._load import SKETCHED, CellResult, new_sketches
 from ._merge import load_differences, overlap_note, run_differences
 from ._rates import add_rates, part_rates
+from ._sessions import session_stats
 from ._stats import Pct, percentiles
 from ._views import view
 
@@ -61,6 +62,8 @@ class Cell:
     """Set by `merge`: one entry per merged run (``schedule``, ``window``); its samples carry ``part``."""
     partial: Optional[dict[str, Any]] = None
     """Set when the cell was interrupted (Ctrl-C): ``{"reason", "cut"}`` (requests in flight, not measured)."""
+    turns_not_sent: int = 0
+    """Sessions: turns never sent (due after ``duration``, or after a failed turn of their session)."""
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -78,9 +81,9 @@ class Cell:
             if load.get("arrivals") == "recorded":  # --rate is a speed factor of the recorded times here
                 head = "recorded times" + (f" ×{rate:g}" if rate and rate != 1 else "")
             else:
-                head = f"rate={rate:g}/s"
+                head = f"sessions={rate:g}/s" if load.get("sessions") else f"rate={rate:g}/s"
             return head + (f" c<={load['concurrency']}" if load.get("concurrency") else "")
-        return f"c={load.get('concurrency')}"
+        return f"users={load.get('concurrency')}" if load.get("sessions") else f"c={load.get('concurrency')}"
 
     @property
     def key(self) -> str:
@@ -99,6 +102,7 @@ class Cell:
         self.unsent_waits.extend(result.unsent_waits)
         self._widen(result.window)
         self.health.append(result.health)
+        self.turns_not_sent += result.turns_not_sent
         if result.interrupted:
             cut = (self.partial or {}).get("cut", 0) + result.cut
             self.partial = {"reason": "interrupted (Ctrl-C)", "cut": cut}
@@ -124,6 +128,7 @@ class Cell:
             self.control[m].merge(other.control[m])
         self.scheduled += other.scheduled
         self.unsent_waits.extend(other.unsent_waits)
+        self.turns_not_sent += other.turns_not_sent
         self._widen(other.window)
         self.health.extend(other.health)
         if other.server is not None:
@@ -258,11 +263,24 @@ class Cell:
             out[m] = row
         return out
 
+    def sessions(self) -> Optional[dict[str, Any]]:
+        """Sessions traffic: per turn (turn 1 vs 2+: the cache's effect) and per session figures
+        (`latencykit.bench._sessions.session_stats`), with ``turns_not_sent``; ``None`` for other traffic."""
+        stats = session_stats(self.samples)
+        if stats is not None:
+            stats["turns_not_sent"] = self.turns_not_sent
+        return stats
+
     # -- serialization --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly state; ``summary`` is derived (written for readers without latencykit, never read back)."""
+        """JSON-friendly state; ``summary`` and ``sessions`` are derived (written for readers without latencykit,
+        never read back)."""
+        extra: dict[str, Any] = {}
+        sessions = self.sessions()
+        if sessions is not None:
+            extra = {"sessions": sessions, "turns_not_sent": self.turns_not_sent}
         return {
-            "key": self.key, "summary": self.summary(),
+            "key": self.key, "summary": self.summary(), **extra,
             "strategy": self.strategy, "labels": self.labels, "load": self.load, "scheduled": self.scheduled,
             "unsent_waits": self.unsent_waits, "window": self.window, "health": self.health, "server": self.server,
             "warnings": self.warnings, "sketches": {m: s.to_dict() for m, s in self.sketches.items()},
@@ -280,7 +298,8 @@ class Cell:
         sketches.update({m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()})
         return cls(dict(d["strategy"]), dict(d["labels"]), dict(d["load"]), list(d["samples"]), sketches, control,
                    int(d["scheduled"]), list(d["unsent_waits"]), list(d["window"]), list(d["health"]), d.get("server"),
-                   list(d.get("warnings", [])), d.get("schedule"), list(d.get("parts") or []), d.get("partial"))  # fmt: skip
+                   list(d.get("warnings", [])), d.get("schedule"), list(d.get("parts") or []), d.get("partial"),
+                   int(d.get("turns_not_sent", 0)))  # fmt: skip
 
 
 @dataclass

@@ -21,6 +21,11 @@ from typing import Any, Optional, Protocol, Sequence
 from ..core._record import CallRecord
 from ..telemetry._recorder import Recorder
 from ._targets import Observed, TargetSpec, anthropic_body, emulator_headers, openai_body
+from ._answers import anthropic_piece as _anthropic_piece
+from ._answers import openai_piece as _openai_piece
+from ._answers import response_text as _response_text
+from ._answers import thin_piece as _thin_piece
+from ._answers import wants_text as _wants_text
 from ._traffic import TrafficRequest
 
 __all__ = ["CLIENTS", "Sender", "make_sender"]
@@ -188,11 +193,15 @@ class _LatencykitSender:
         token = _current.set(slot)
         marks: list[tuple[float, Optional[int]]] = []
         exc: Optional[BaseException] = None
+        keep = _wants_text(req)
+        pieces: list[str] = []
         try:
             if t.api == "openai":
                 create = self.client.chat.completions.create
                 if self.call == "create":
-                    await create(**body, extra_headers=headers)
+                    resp = await create(**body, extra_headers=headers)
+                    if keep:
+                        pieces.append(_response_text(resp, "openai"))
                 else:
                     stream = await create(**body, stream=True, stream_options=_stream_options(t), extra_headers=headers)
                     used: Optional[int] = None
@@ -201,14 +210,19 @@ class _LatencykitSender:
                             used = chunk.usage.completion_tokens
                         if _openai_token(chunk):
                             marks.append((_clock(), used if t.per_chunk_usage else None))
+                            if keep:
+                                pieces.append(_openai_piece(chunk))
             else:
                 create = self.client.messages.create
                 if self.call == "create":
-                    await create(**body, extra_headers=headers)
+                    resp = await create(**body, extra_headers=headers)
+                    if keep:
+                        pieces.append(_response_text(resp, "anthropic"))
                 else:
                     stream = await create(**body, stream=True, extra_headers=headers)
-                    async for _event in stream:
-                        pass
+                    async for event in stream:
+                        if keep:
+                            pieces.append(_anthropic_piece(event))
         except Exception as e:  # an API or connection error: recorded, never raised
             exc = e
         finally:
@@ -225,6 +239,8 @@ class _LatencykitSender:
         if exc is not None and (rec is None or obs.outcome == "completed"):
             _error(obs, exc)
         self.errors.note(obs, req, exc)
+        if keep:
+            obs.text = "".join(pieces)
         return obs
 
     async def prewarm(self, requests: Sequence[TrafficRequest]) -> None:
@@ -260,6 +276,8 @@ class _SdkSender:
         t0 = _clock()
         first = last = answer = None
         marks: list[tuple[float, Optional[int]]] = []
+        keep = _wants_text(req)
+        pieces: list[str] = []
         try:
             if self.call == "create":
                 if t.api == "openai":
@@ -276,6 +294,8 @@ class _SdkSender:
                     obs.output_tokens = u.output_tokens
                 # The caller sees the first token when the whole answer arrives.
                 obs.e2e = obs.ttft = obs.ttfo = obs.ttfb = _clock() - t0
+                if keep:
+                    obs.text = _response_text(resp, t.api)
                 return obs
             if t.api == "openai":
                 stream = await self.client.chat.completions.create(
@@ -296,6 +316,8 @@ class _SdkSender:
                         marks.append((now, used if t.per_chunk_usage else None))
                         if answer is None and _openai_answer(chunk):
                             answer = now
+                        if keep:
+                            pieces.append(_openai_piece(chunk))
             else:
                 stream = await self.client.messages.create(**body, stream=True, extra_headers=headers)
                 async for event in stream:
@@ -308,6 +330,8 @@ class _SdkSender:
                         marks.append((now, None))
                         if answer is None and event.delta.type in ("text_delta", "input_json_delta"):
                             answer = now
+                        if keep:
+                            pieces.append(_anthropic_piece(event))
                     elif kind == "message_start":
                         u = event.message.usage
                         obs.cache_read, obs.cache_write = u.cache_read_input_tokens, u.cache_creation_input_tokens
@@ -319,6 +343,8 @@ class _SdkSender:
             self.errors.note(obs, req, exc)
         end = _clock()
         obs.e2e = end - t0
+        if keep:
+            obs.text = "".join(pieces)
         if answer is not None:
             obs.ttfo = answer - t0
         if first is not None and last is not None:
@@ -374,6 +400,8 @@ class _ThinSender:
         t0 = _clock()
         first = last = answer = None
         openai_api = t.api == "openai"
+        keep = _wants_text(req)
+        pieces: list[str] = []
         try:
             async with self._session.post(self.url, json=body, headers={**self.headers, **emulator_headers(req, t)}) as resp:
                 if resp.status != 200:
@@ -415,10 +443,14 @@ class _ThinSender:
                     if token:
                         first = first if first is not None else now
                         last = now
+                        if keep:
+                            pieces.append(_thin_piece(line, openai_api))
         except Exception as exc:
             _error(obs, exc)
             self.errors.note(obs, req, exc)
         obs.e2e = _clock() - t0
+        if keep:
+            obs.text = "".join(pieces)
         if answer is not None:
             obs.ttfo = answer - t0
         if first is not None and last is not None:

@@ -4,15 +4,19 @@ strategy levers of ``--matrix``: which apply to which client, and the combinatio
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from ._clients import CALLS, CLIENTS
 from ._load import LoadSpec
+from ._sessions import generate_sessions, parse_think
 from ._stats import parse_slo
-from ._traffic import SHAPES, TrafficRequest, generate, load_replay
+from ._traces import FORMATS, load_trace
+from ._traffic import SHAPES, TrafficRequest, generate
 
-__all__ = ["APPLIES", "LEVERS", "BenchConfig", "build_requests", "parse_matrix", "plan_matrix", "resolve_levers"]
+TOKENIZERS = ("auto", "server", "estimate")
+
+__all__ = ["APPLIES", "LEVERS", "TOKENIZERS", "BenchConfig", "build_requests", "parse_matrix", "plan_matrix", "resolve_levers"]
 
 LEVERS: dict[str, tuple[str, ...]] = {
     "client": CLIENTS,
@@ -109,6 +113,11 @@ class BenchConfig:
     seed: int = 0
     documents: int = 4
     replay: Optional[str] = None
+    replay_format: Optional[str] = None
+    tokenizer: str = "auto"
+    """Synthesized trace prompts: ``auto`` fits them to the server's ``/tokenize`` where it has one
+    (`latencykit.bench._tokenize`), ``server`` insists on it, ``estimate`` keeps four characters per token."""
+    """The ``replay`` file's format (`latencykit.bench._traces.FORMATS`); ``None``: detected from its first line."""
     concurrency: tuple[int, ...] = ()
     rate: tuple[float, ...] = ()
     arrivals: str = "poisson"
@@ -133,6 +142,14 @@ class BenchConfig:
     """Place the workers on Ray: ``local:N``, ``auto``, ``ray://HOST:10001`` or ``HOST:PORT`` (``None``: this machine)."""
     per_node: Optional[int] = None
     """With ``cluster``: worker processes per node (default: one per CPU Ray gives the node)."""
+    find_max_rate: bool = False
+    """Search the highest open-loop rate meeting every ``slos`` (`latencykit.bench._search`) instead of the levels."""
+    max_duration: float = 300.0
+    """``find_max_rate``: seconds the whole search may take (no step starts that would pass it)."""
+    turns: int = 4
+    """``traffic="sessions"``: turns per session (``requests`` counts turns in all)."""
+    think: str = "0s"
+    """``traffic="sessions"``: the think time before each later turn (`latencykit.bench._sessions.parse_think`)."""
 
     def __post_init__(self) -> None:
         if self.traffic not in SHAPES:
@@ -142,6 +159,12 @@ class BenchConfig:
         if self.replay and self.traffic != "replay":
             raise ValueError(f"--replay {self.replay} is replayed traffic: leave --traffic out or say --traffic replay "
                              f"(got --traffic {self.traffic})")  # fmt: skip
+        if self.replay_format is not None and self.replay_format not in FORMATS:
+            raise ValueError(f"--replay-format must be one of {', '.join(FORMATS)}; got {self.replay_format!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"--tokenizer must be one of {', '.join(TOKENIZERS)}; got {self.tokenizer!r}")
+        if self.replay_format is not None and not self.replay:
+            raise ValueError("--replay-format says how to read a --replay file; give one")
         if self.arrivals == "recorded" and self.traffic != "replay":
             raise ValueError("--arrivals recorded replays the timestamps of a --replay file; generated traffic has none")
         if not isinstance(self.requests, int) or self.requests < 1:
@@ -169,15 +192,37 @@ class BenchConfig:
             raise ValueError(f"control must be a share in [0, 1), got {self.control!r}")
         for s in self.slos:
             parse_slo(s)
+        if self.find_max_rate:
+            self._check_search()
+        if self.traffic == "sessions":
+            if not isinstance(self.turns, int) or isinstance(self.turns, bool) or self.turns < 1:
+                raise ValueError(f"--turns must be a positive int, got {self.turns!r}")
+            parse_think(self.think)
         for strategy in self.matrix:
             for k, v in strategy.items():
                 if k not in LEVERS or v not in LEVERS[k]:
                     raise ValueError(f"unknown strategy lever {k}={v}")
 
+    def _check_search(self) -> None:
+        if not self.slos:
+            raise ValueError("--find-max-rate needs at least one --slo, e.g. --slo 'ttft:p95<=500ms'")
+        if len(self.rate) > 1:
+            raise ValueError(f"--find-max-rate searches the rates itself: --rate gives its first step, one value (got "
+                             f"{','.join(f'{r:g}' for r in self.rate)})")  # fmt: skip
+        if len(self.concurrency) > 1:
+            raise ValueError("--find-max-rate: --concurrency caps the requests in flight, one value")
+        if self.traffic == "sessions" or self.arrivals == "recorded":
+            what = "--traffic sessions (sessions arrive, not requests)" if self.traffic == "sessions" else "--arrivals recorded"
+            raise ValueError(f"--find-max-rate searches request rates; it does not take {what}")
+        if len(self.matrix) > 1:
+            raise ValueError("--find-max-rate searches for one strategy at a time; give --matrix levers one value each")
+        if not (isinstance(self.max_duration, (int, float)) and self.max_duration > 0):
+            raise ValueError(f"--max-duration must be a positive number of seconds, got {self.max_duration!r}")
+
     def levels(self) -> list[LoadSpec]:
         """One `LoadSpec` per load level (rates × concurrencies; closed loop at 16 by default)."""
         common = dict(arrivals=self.arrivals, burstiness=self.burstiness, duration=self.duration, warmup=self.warmup,
-                      ramp=self.ramp)  # fmt: skip
+                      ramp=self.ramp, sessions=self.traffic == "sessions")  # fmt: skip
         if self.rate or self.arrivals == "recorded":
             caps: Sequence[Optional[int]] = self.concurrency or (None,)
             rates: Sequence[Optional[float]] = self.rate or (None,)
@@ -192,15 +237,19 @@ class BenchConfig:
 
 
 def build_requests(config: BenchConfig) -> list[TrafficRequest]:
-    """The config's requests: generated traffic, or the replayed file (``ValueError`` when it cannot be read,
-    or when the warm-up would take every replayed request)."""
+    """The config's requests: generated traffic, sessions, or the replayed file in any of `FORMATS` (``ValueError``
+    when it cannot be read, naming the line, or when the warm-up would take every replayed request)."""
+    if config.traffic == "sessions":
+        return generate_sessions(config.requests, turns=config.turns, think=parse_think(config.think), seed=config.seed)
     if config.traffic != "replay":
         return generate(config.traffic, config.requests, seed=config.seed, documents=config.documents)
     assert config.replay is not None
     try:
-        requests = load_replay(config.replay, seed=config.seed)
+        requests = load_trace(config.replay, fmt=config.replay_format, seed=config.seed)[0]
     except OSError as exc:
         raise ValueError(f"cannot read --replay {config.replay}: {exc.strerror or exc}") from None
+    if config.find_max_rate:  # a search step needs its own count: the file's requests in order, cycled, untimed
+        requests = [replace(r, index=i, at=None) for i, r in enumerate(itertools.islice(itertools.cycle(requests), config.requests))]
     if config.warmup >= len(requests):
         raise ValueError(f"--warmup {config.warmup} leaves nothing to measure of the {len(requests)} replayed requests")
     return requests

@@ -23,14 +23,16 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Sequence
 
 from ..telemetry._sketch import PercentileSketch
 from ._clients import Sender
+from ._targets import Observed
+from ._sessions import group_sessions, run_sessions
 from ._traffic import TrafficRequest
 
-__all__ = ["ARRIVALS", "LoadSpec", "CellResult", "arrival_offsets", "run_cell"]
+__all__ = ["ARRIVALS", "LoadSpec", "CellResult", "arrival_offsets", "run_cell", "session_offsets"]
 
 ARRIVALS = ("poisson", "gamma", "constant", "recorded")
 _clock = time.perf_counter
@@ -54,6 +56,9 @@ class LoadSpec:
     """Closed loop: the slots start spread evenly over this many seconds (0 = all at once). Against a
     server without jitter, slots that start together stay in lock-step, every chunk of every stream
     arriving in the same millisecond; a ramp of about one request's duration spreads them out."""
+    sessions: bool = False
+    """Conversations (``--traffic sessions``): ``rate`` is sessions per second and ``concurrency`` (closed loop)
+    the users conversing at once; within a session each turn waits for the answer before it (`_sessions`)."""
 
     def __post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int) or self.concurrency < 1):
@@ -80,14 +85,35 @@ class LoadSpec:
 
     def describe(self) -> dict[str, Any]:
         """JSON-friendly fields."""
-        return {"mode": "open" if self.open_loop else "closed", "concurrency": self.concurrency, "rate": self.rate,
-                "arrivals": self.arrivals if self.open_loop else None, "burstiness": self.burstiness,
-                "duration": self.duration, "warmup": self.warmup, "ramp": self.ramp}  # fmt: skip
+        out = {"mode": "open" if self.open_loop else "closed", "concurrency": self.concurrency, "rate": self.rate,
+               "arrivals": self.arrivals if self.open_loop else None, "burstiness": self.burstiness,
+               "duration": self.duration, "warmup": self.warmup, "ramp": self.ramp}  # fmt: skip
+        if self.sessions:
+            out["sessions"] = True
+        return out
 
 
 def arrival_offsets(requests: Sequence[TrafficRequest], spec: LoadSpec, seed: int = 0) -> list[float]:
-    """Seconds from the start at which each request is due (the first at 0)."""
-    n = len(requests)
+    """Seconds from the start at which each request is due (the first at 0). For sessions the arrivals are
+    the sessions' (one draw per session, in order of first appearance), and every turn carries its
+    session's: only the first turn is sent then (the later ones wait for the answers before them)."""
+    if spec.sessions:
+        order = list(dict.fromkeys(r.session for r in requests))
+        firsts = _offsets(len(order), requests, replace(spec, sessions=False), seed)
+        at = dict(zip(order, firsts))
+        return [at[r.session] for r in requests]
+    return _offsets(len(requests), requests, spec, seed)
+
+
+def session_offsets(requests: Sequence[TrafficRequest], offsets: Sequence[float]) -> list[float]:
+    """One offset per session (in order of first appearance) from `arrival_offsets`' per-turn list."""
+    seen: dict[Optional[str], float] = {}
+    for r, off in zip(requests, offsets):
+        seen.setdefault(r.session, off)
+    return list(seen.values())
+
+
+def _offsets(n: int, requests: Sequence[TrafficRequest], spec: LoadSpec, seed: int) -> list[float]:
     if spec.arrivals == "recorded":
         if any(r.at is None for r in requests):
             raise ValueError("arrivals 'recorded' need a timestamp on every replayed request")
@@ -124,6 +150,8 @@ class CellResult:
     """Cancelled part-way (Ctrl-C): what had finished is kept, the rest is counted in ``cut``."""
     cut: int = 0
     """Requests in flight when the cell was interrupted (not measured)."""
+    turns_not_sent: int = 0
+    """Sessions: turns never sent — due after ``duration``, or after a turn of their session failed."""
 
 
 SKETCHED = ("ttft", "ttft_service", "ttfo", "tpot", "itl_token", "itl_chunk", "e2e", "e2e_service", "queue")
@@ -244,7 +272,7 @@ async def run_cell(
     wall_offset = time.time() - _clock()
     cutoff = start + spec.duration if spec.duration is not None else None
 
-    async def one(req: TrafficRequest, t_sched: float) -> None:
+    async def one(req: TrafficRequest, t_sched: float) -> tuple[Observed, float]:
         cold = []
         state.started += 1
         if started is not None:
@@ -283,6 +311,9 @@ async def run_cell(
             "error": obs.error, "attempts": obs.attempts, "chunks": len(obs.chunk_gaps) + (obs.ttft is not None),
             "client": "thin" if ctl else None, "message": obs.error_message,
         }  # fmt: skip
+        if "turn" in req.extra:  # a session's turn: which, the think time drawn before it, and when its answer ended
+            s.update(session=req.session, turn=req.extra["turn"], turns=req.extra.get("turns"),
+                     think=req.extra.get("think"), end=t_end - start)  # fmt: skip
         samples.append(s)
         target = control_sketches if ctl else sketches
         if warm:
@@ -304,6 +335,7 @@ async def run_cell(
                 target["itl_token"].add_many([max(g, 0.0) for g in obs.token_gaps])
         if progress is not None:
             progress()
+        return obs, t_end
 
     marks = {"cpu": time.thread_time(), "wall": _clock()}
     gc_pauses = _GcPauses()
@@ -315,7 +347,7 @@ async def run_cell(
 
     state.warm_left = sum(1 for r in requests if r.index < spec.warmup)
     tasks: list[asyncio.Future[None]] = []
-    counts = {"scheduled": 0}
+    counts = {"scheduled": 0, "cut": 0}
 
     async def closed_loop() -> None:
         assert spec.concurrency is not None
@@ -367,11 +399,33 @@ async def run_cell(
             counts["scheduled"] += 1
         await asyncio.gather(*tasks)
 
+    async def sessions_loop() -> None:
+        # A turn is capped like an open-loop arrival (its wait for a slot is queueing); users run back to back.
+        sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency and spec.open_loop else None
+        delay = start - _clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if state.warm_left == 0:
+            measured_from()
+
+        async def send(req: TrafficRequest, t_sched: float) -> tuple[Any, float]:
+            counts["scheduled"] += 1
+            if sem is None:
+                return await one(req, t_sched)
+            async with sem:
+                return await one(req, t_sched)
+
+        groups = group_sessions(requests)
+        pos = {id(r): i for i, r in enumerate(requests)}
+        firsts = None if offsets is None else [offsets[pos[id(g[0])]] for g in groups]
+        counts["cut"] = await run_sessions(groups, firsts, spec.concurrency, send, start=start, cutoff=cutoff,
+                                           clock=_clock, on_arrival=dispatch_late.add)  # fmt: skip
+
     monitor.start()
     gc.callbacks.append(gc_pauses)
     interrupted, cut = False, 0
     try:
-        await (open_loop() if spec.open_loop else closed_loop())
+        await (sessions_loop() if spec.sessions else open_loop() if spec.open_loop else closed_loop())
     except asyncio.CancelledError:
         # Ctrl-C (asyncio.run cancels its main task): keep what finished; what was in flight is cut.
         interrupted = True
@@ -397,5 +451,6 @@ async def run_cell(
     }  # fmt: skip
     first, last = state.first, state.last
     window = (None if first is None else first + wall_offset, None if last is None else last + wall_offset)
-    scheduled = counts["scheduled"] if spec.open_loop else len(samples)
-    return CellResult(samples, sketches, health, scheduled, unsent, window, control_sketches, interrupted, cut)
+    scheduled = counts["scheduled"] if spec.open_loop or spec.sessions else len(samples)
+    return CellResult(samples, sketches, health, scheduled, unsent, window, control_sketches, interrupted, cut,
+                      counts.get("cut", 0))  # fmt: skip

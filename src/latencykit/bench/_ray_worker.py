@@ -24,6 +24,7 @@ from ..fleet._actor import WorkerInfo
 from ..fleet._fleet import Fleet
 from ._config import BenchConfig
 from ._load import CellResult, LoadSpec
+from ._sessions import deal_key
 from ._targets import TargetSpec
 from ._traffic import TrafficRequest
 from ._workers import result_from_dict, share_of, slot_delays_for
@@ -128,7 +129,7 @@ def run_cell_on(fleet: Fleet, config: BenchConfig, target: TargetSpec, load: Loa
     replay = config.traffic == "replay"
 
     def deal(j: int, n: int) -> tuple[dict[str, Any], int]:
-        share = [r for r in requests if r.index % n == j]
+        share = [r for r in requests if deal_key(r) % n == j]  # a session stays on one worker
         payload = {**base, "load": asdict(share_of(load, j, n)), "slot_delays": slot_delays_for(load, j, n),
                    "indices": [r.index for r in share], "requests": share if replay else None}  # fmt: skip
         return payload, len(share)

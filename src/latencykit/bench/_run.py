@@ -10,6 +10,8 @@ finished requests, come back in a `BenchRun` marked ``partial``.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import math
 import platform
 import sys
 import threading
@@ -22,11 +24,13 @@ from ._config import LEVERS, BenchConfig, build_requests, parse_matrix, resolve_
 from ._diagnose import diagnose
 from ._load import LoadSpec, arrival_offsets
 from ._rates import schedule_of
+from ._search import MetricsPoller, RateSearch
+from ._stats import parse_slo
 from ._targets import TargetSpec, is_emulator, resolve_target
 from ._traffic import TrafficRequest
 from ._workers import drive, spawn
 
-__all__ = ["LEVERS", "BenchConfig", "parse_matrix", "resolve_levers", "run_bench", "diagnose", "environment"]
+__all__ = ["LEVERS", "BenchConfig", "find_max_rate", "parse_matrix", "resolve_levers", "run_bench", "diagnose", "environment"]
 
 
 def environment() -> dict[str, Any]:
@@ -113,8 +117,19 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
             target = replace(target, model=_first_model(target))
         if not target.emulated and target.base_url is not None and is_emulator(target.base_url):
             target = replace(target, emulator_behind=True)  # a vllm / openai-compatible URL served by the emulator
+    fitted = None
+    if config.traffic == "replay" and config.tokenizer != "estimate" and target.base_url and any(r.extra.get("synthetic") for r in requests):
+        from ._tokenize import fit_prompts
+
+        requests, fitted = fit_prompts(requests, target.base_url, target.model, config.seed)
+        if fitted is None and config.tokenizer == "server":
+            raise ValueError(f"--tokenizer server: {target.base_url} has no /tokenize to count the synthesized prompts with")
     run_config = {**config.to_dict(), "target": target.describe(), "levels": [lv.describe() for lv in levels],
                   "request_count": len(requests)}  # fmt: skip
+    if config.traffic == "replay":
+        run_config["prompt_lengths"] = fitted or {"tokenizer": "estimate: 4 characters per token + 7 framing tokens"}
+    if config.replay is not None:
+        run_config["replay_format"] = config.replay_format or _detected(config.replay)
     if emu is not None:
         run_config["emulator_timing"] = asdict(emu.timing)
     run = BenchRun(run_config, environment(), [])
@@ -128,6 +143,9 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
             fleet.check_reachable(target.base_url)
             run.env["cluster"] = fleet.describe()
         bar = _Progress(console) if progress else None
+        if config.find_max_rate:
+            _search(run, config, target, emu, bar, fleet, requests)
+            cells = []
         for done, (strategy, load) in enumerate(cells):
             cell = Cell(dict(strategy), dict(config.labels), load.describe())
             try:
@@ -164,6 +182,54 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     return run
 
 
+WARM_S = 0.2
+"""``--find-max-rate``: each step's requests of its first 0.2 s (or ``--warmup N``, if more) are its warm-up."""
+
+
+def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, bar: Optional["_Progress"], fleet: Any,
+            replayed: Sequence[TrafficRequest]) -> None:  # fmt: skip
+    """``--find-max-rate``: the steps of `RateSearch` as cells, its result as the run's ``max_rate`` section."""
+    strategy = dict(config.matrix[0]) if config.matrix else {}
+    search = RateSearch([parse_slo(s) for s in config.slos], start=config.rate[0] if config.rate else 1.0,
+                        max_duration=config.max_duration)  # fmt: skip
+    poller = MetricsPoller(target.base_url)
+    measured: list[Cell] = []
+
+    def measure(rate: float, seconds: float) -> tuple[Cell, dict[str, Any]]:
+        spread = 1.0 if config.arrivals == "constant" else 1.5  # Poisson or gamma: more than the mean, never short
+        warm = max(config.warmup, math.ceil(WARM_S * rate))  # each step's client opens new connections: not its steady state
+        seconds += warm / rate
+        step = replace(config, requests=math.ceil(rate * seconds * spread) + 10, rate=(rate,), duration=seconds, warmup=warm)
+        load = LoadSpec(concurrency=config.concurrency[0] if config.concurrency else None, rate=rate, arrivals=config.arrivals,
+                        burstiness=config.burstiness, duration=seconds, warmup=warm)  # fmt: skip
+        cell = Cell(dict(strategy), dict(config.labels), load.describe())
+        with poller:
+            try:
+                if config.traffic == "replay":  # the file's requests (fitted to the server's tokenizer) in order, cycled
+                    reqs = [replace(r, index=i, at=None) for i, r in zip(range(step.requests), itertools.cycle(replayed))]
+                else:
+                    reqs = build_requests(step)
+                _run_cell(cell, step, reqs, target, emu, strategy, load, bar, fleet)
+            except KeyboardInterrupt:
+                cell.partial = cell.partial or {"reason": "interrupted (Ctrl-C)", "cut": 0}
+        measured.append(cell)
+        return cell, poller.summary()
+
+    result = search.run(measure)
+    kept = {id(s.cell) for s in search.steps}
+    run.cells.extend(c for c in measured if id(c) in kept or (c.partial is not None and c.samples))
+    run.sections["max_rate"] = result
+    run.config["levels"] = [c.load for c in run.cells]
+    if result["stopped"] == "interrupted":
+        run.partial = f"interrupted (Ctrl-C) during the rate search after {len(search.steps)} decided step(s)"
+
+
+def find_max_rate(config: BenchConfig, **kwargs: Any) -> BenchRun:
+    """`run_bench` with ``find_max_rate=True``: the `BenchRun` of the search, its result in ``run.sections["max_rate"]``
+    (the run file's top-level ``max_rate``)."""
+    return run_bench(replace(config, find_max_rate=True), **kwargs)
+
+
 def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest], target: TargetSpec, emu: Any,
               strategy: dict[str, str], load: LoadSpec, bar: Optional["_Progress"], fleet: Any = None) -> None:  # fmt: skip
     """Measure one cell into ``cell`` (its ``partial`` set when Ctrl-C cut it)."""
@@ -173,7 +239,7 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
             clear()  # cells do not inherit each other's prompt cache
     _lateness(emu, target.base_url if target.emulated else None, reset=True)
     offsets = arrival_offsets(requests, load, config.seed) if load.open_loop else None
-    if offsets is not None:
+    if offsets is not None and not load.sessions:  # sessions: only first turns follow the schedule (rates per turn)
         cell.schedule = schedule_of(offsets, load.duration)
     tick = bar.start(cell.key, len(requests)) if bar is not None else None
     workers = min(config.workers, load.concurrency) if (load.concurrency and not load.open_loop) else config.workers
@@ -190,7 +256,8 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
                                    progress=(lambda: tick(1)) if tick else None, freeze=config.freeze_heap))  # fmt: skip
         cell.absorb(result)
     else:
-        for result in spawn(config, target, load, strategy, offsets, workers, tick):
+        shared = requests if config.traffic == "replay" else None  # fitted to the server's tokenizer: sent, not rebuilt
+        for result in spawn(config, target, load, strategy, offsets, workers, tick, shared):
             cell.absorb(result)
     if bar is not None:
         bar.stop()
@@ -211,6 +278,14 @@ def _count_lost(cell: Cell, lost: Sequence[dict[str, Any]]) -> None:
     part["reason"] = f"{part['reason']}; {why}" if interrupted else why
     part["interrupted"] = interrupted
     cell.partial = part
+
+
+def _detected(path: str) -> Optional[str]:
+    """The format of a replay file, from its first non-empty line."""
+    from ._traces import detect_format
+
+    with open(path, encoding="utf-8-sig") as f:
+        return next((detect_format(line) for line in f if line.strip()), None)
 
 
 def _first_model(target: TargetSpec) -> Optional[str]:

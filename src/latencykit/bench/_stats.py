@@ -59,7 +59,7 @@ def percentiles(sketch: PercentileSketch, qs: Sequence[float] = QUANTILES) -> di
     return {q: Pct(q, values[3 * i], values[3 * i + 1], values[3 * i + 2], n) for i, q in enumerate(qs)}
 
 
-_SLO_RE = re.compile(r"^(?P<metric>[a-z_]+)(?::p(?P<pct>[0-9.]+))?\s*<=?\s*(?P<value>[0-9.]+)\s*(?P<unit>ms|s)$")
+_SLO_RE = re.compile(r"^(?P<metric>[a-z_][a-z0-9_]*)(?::p(?P<pct>[0-9.]+))?\s*<=?\s*(?P<value>[0-9.]+)\s*(?P<unit>ms|s)$")
 
 
 def parse_slo(text: str) -> SLO:

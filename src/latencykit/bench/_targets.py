@@ -203,6 +203,8 @@ class Observed:
     """One line: the exception's type and message (with its causes), API keys and prompt text removed;
     set on the first error of each kind a sender meets, so a failing run says why at no cost per request."""
     attempts: int = 1
+    text: Optional[str] = None
+    """The answer's text, kept only for a session's turn (the next turn's history holds it verbatim)."""
     chunk_gaps: list[float] = field(default_factory=list)
     token_gaps: list[float] = field(default_factory=list)
     """Per-token ITL samples: each chunk gap divided by its token count k (from per-chunk usage), k times."""

@@ -14,7 +14,9 @@ Shapes (``SHAPES``):
 - ``reasoning``: chat-sized questions to a reasoning model: each asks for a reasoning budget
   (64-512 tokens: OpenAI ``reasoning_effort``, Anthropic ``thinking``) and a 50-300 token
   answer, so TTFT (the first token of any kind) and TTFO (the answer's first) differ.
-- ``replay``: the user's own traffic from JSONL (`load_replay`).
+- ``sessions``: users' conversations of several turns, each turn sent when the answer before it
+  arrived plus a think time, the server's answer in its history (`latencykit.bench._sessions`).
+- ``replay``: the user's own traffic from JSONL, or a public trace (`load_replay`, `latencykit.bench._traces`).
 
 A request carries its target prompt and output token counts (the output through
 ``max_tokens``), the id of its shared static prefix (for cold-start and cache
@@ -42,7 +44,9 @@ PROFILES: dict[str, tuple[tuple[Bucket, ...], tuple[int, int]]] = {
 }
 """Prompt-length buckets (name, low, high, weight) and the output range, in tokens, per shape."""
 
-SHAPES = ("chat", "rag", "code", "agent", "shared-prefix", "few-shot", "reasoning", "replay")
+SHAPES = ("chat", "rag", "code", "agent", "shared-prefix", "few-shot", "reasoning", "sessions", "replay")
+_OWN = ("sessions", "replay")
+"""Shapes `generate` does not make: ``sessions`` (`latencykit.bench._sessions.generate_sessions`) and ``replay``."""
 
 # Per-request and per-message framing tokens (the emulator's counting rule).
 _OVERHEAD = 3 + 4 + 4
@@ -199,9 +203,10 @@ def _reasoning(i: int, rng: random.Random) -> TrafficRequest:
 
 
 def generate(shape: str, n: int, *, seed: int = 0, documents: int = 4) -> list[TrafficRequest]:
-    """``n`` requests of a traffic shape (not ``replay``: see `load_replay`), deterministic for ``seed``."""
-    if shape not in SHAPES or shape == "replay":
-        raise ValueError(f"traffic shape must be one of {', '.join(s for s in SHAPES if s != 'replay')}; got {shape!r}")
+    """``n`` requests of a traffic shape (not ``replay``: see `load_replay`; not ``sessions``: see
+    `latencykit.bench._sessions.generate_sessions`), deterministic for ``seed``."""
+    if shape not in SHAPES or shape in _OWN:
+        raise ValueError(f"traffic shape must be one of {', '.join(s for s in SHAPES if s not in _OWN)}; got {shape!r}")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"number of requests must be a positive int, got {n!r}")
     if documents < 1:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 from ._clients import make_sender
 from ._config import BenchConfig, build_requests, resolve_levers
 from ._load import CellResult, LoadSpec, run_cell
+from ._sessions import deal_key
 from ._targets import TargetSpec
 from ._traffic import TrafficRequest
 
@@ -78,8 +79,8 @@ def _worker_main(payload: dict[str, Any], w: int, ready_q: Any, go_q: Any, resul
         config = BenchConfig(**{**payload["config"], "matrix": tuple(payload["config"]["matrix"])})
         target = TargetSpec(**payload["target"])
         load = LoadSpec(**payload["load"])
-        everything = build_requests(config)
-        mine = [r for r in everything if r.index % payload["workers"] == w]
+        everything = payload.get("requests") or build_requests(config)
+        mine = [r for r in everything if deal_key(r) % payload["workers"] == w]  # a session stays on one worker (a dealt share stays)
         offsets = payload["offsets"]
         my_offsets = None if offsets is None else [offsets[r.index] for r in mine]
 
@@ -104,7 +105,8 @@ def result_to_dict(r: CellResult) -> dict[str, Any]:
     """A worker's cell result as plain data (to cross a process boundary)."""
     return {"samples": r.samples, "sketches": {m: s.to_dict() for m, s in r.sketches.items()}, "health": r.health,
             "scheduled": r.scheduled, "unsent": r.unsent_waits, "window": list(r.window),
-            "control": {m: s.to_dict() for m, s in r.control.items()}, "interrupted": r.interrupted, "cut": r.cut}  # fmt: skip
+            "control": {m: s.to_dict() for m, s in r.control.items()}, "interrupted": r.interrupted, "cut": r.cut,
+            "turns_not_sent": r.turns_not_sent}  # fmt: skip
 
 
 def result_from_dict(d: dict[str, Any]) -> CellResult:
@@ -114,11 +116,12 @@ def result_from_dict(d: dict[str, Any]) -> CellResult:
     sk = {m: PercentileSketch.from_dict(s) for m, s in d["sketches"].items()}
     ctl = {m: PercentileSketch.from_dict(s) for m, s in d["control"].items()}
     return CellResult(d["samples"], sk, d["health"], d["scheduled"], d["unsent"], (d["window"][0], d["window"][1]), ctl,
-                      d["interrupted"], d["cut"])  # fmt: skip
+                      d["interrupted"], d["cut"], int(d.get("turns_not_sent", 0)))  # fmt: skip
 
 
 def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dict[str, str],
-          offsets: Optional[list[float]], workers: int, progress: Optional[Callable[[int], None]]) -> list[CellResult]:  # fmt: skip
+          offsets: Optional[list[float]], workers: int, progress: Optional[Callable[[int], None]],
+          requests: Optional[Sequence[TrafficRequest]] = None) -> list[CellResult]:  # fmt: skip
     """Run one cell in ``workers`` spawned processes; their results (``RuntimeError`` if a worker failed).
 
     A Ctrl-C here is passed on to the workers still running (each returns what it measured, marked
@@ -132,7 +135,8 @@ def spawn(config: BenchConfig, target: TargetSpec, load: LoadSpec, strategy: dic
         for w in range(workers):
             payload = {"config": config.to_dict(), "target": asdict(target), "load": asdict(share_of(load, w, workers)),
                        "strategy": strategy, "offsets": offsets, "workers": workers,
-                       "slot_delays": slot_delays_for(load, w, workers)}  # fmt: skip
+                       "slot_delays": slot_delays_for(load, w, workers),
+                       "requests": None if requests is None else [r for r in requests if deal_key(r) % workers == w]}  # fmt: skip
             p = ctx.Process(target=_worker_main, args=(payload, w, ready_q, go[w], result_q, counter), daemon=True)
             p.start()
             procs.append(p)

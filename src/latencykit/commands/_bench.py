@@ -95,8 +95,18 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     t.add_argument("--requests", type=int, default=200, help="requests per cell (default 200; a replay sends its file's)")
     t.add_argument("--seed", type=int, default=0, help="seed of the traffic, the arrival times and the emulator (default 0)")
     t.add_argument("--documents", type=int, default=4, help="documents reused by --traffic shared-prefix")
+    t.add_argument("--turns", type=int, default=None, help="--traffic sessions: turns per session (default 4; --requests "
+                   "counts turns in all)")  # fmt: skip
+    t.add_argument("--think", default=None, metavar="DIST", help="--traffic sessions: think time before each later turn, "
+                   "from the previous answer's end: 2s, 500ms, exp:5s (exponential, that mean), uniform:1s-3s (default 0)")  # fmt: skip
     t.add_argument("--replay", metavar="FILE", help="replay this JSONL (prompt_tokens/output_tokens[, messages, timestamp]) "
-                   "or Recorder.to_jsonl() output; implies --traffic replay")  # fmt: skip
+                   "or Recorder.to_jsonl() output, or a public trace: Mooncake JSONL, Azure LLM inference CSV, BurstGPT "
+                   "CSV (prompts synthesized to their token lengths); implies --traffic replay")  # fmt: skip
+    t.add_argument("--replay-format", choices=("latencykit", "mooncake", "azure", "burstgpt"), default=None,
+                   help="how to read --replay (default: detected from its first line)")  # fmt: skip
+    t.add_argument("--tokenizer", choices=("auto", "server", "estimate"), default="auto",
+                   help="trace prompts: fit them to the server's /tokenize where it has one (auto, the default), insist "
+                   "on it (server), or keep the estimate of 4 characters per token")  # fmt: skip
     lo = p.add_argument_group("load")
     lo.add_argument("--concurrency", type=_list(int), default=(), help="in flight (closed loop), or the cap with --rate; a list sweeps")
     lo.add_argument("--rate", type=_list(float), default=(), help="open loop, requests per second; a list sweeps")
@@ -122,6 +132,11 @@ def _run_parser(prog: str = "latencykit bench") -> argparse.ArgumentParser:
     s.add_argument("--matrix", action="append", default=[], metavar="LEVER=V1,V2", help=f"levers: {levers}")
     s.add_argument("--label", action="append", type=_pair, default=[], metavar="KEY=VALUE", help="free label, e.g. server=int8")
     s.add_argument("--slo", action="append", default=[], help="custom SLO, e.g. ttft<=300ms or e2e:p99<=2s (presets always shown)")
+    s.add_argument("--find-max-rate", action="store_true",
+                   help="search the highest open-loop rate meeting every --slo: doubling from --rate (default 1/s), then "
+                   "bisection, each step long enough to decide; the result in the run file's max_rate")  # fmt: skip
+    s.add_argument("--max-duration", type=float, default=300.0, metavar="SECONDS",
+                   help="--find-max-rate: the whole search's time bound (default 300 s)")  # fmt: skip
     s.add_argument("--out", help="run file (default bench-<UTC time>.json)")
     s.add_argument("--html", help="also write an HTML report with plots")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -179,15 +194,24 @@ def _cmd_run(argv: Sequence[str]) -> int:
         timing = timing_from_args(args, prefix="emu-")
         matrix, notes = plan_matrix(args.matrix)
         matrix = [{**m, "prewarm": "on"} for m in matrix] if args.prewarm else matrix
+        traffic = args.traffic or ("replay" if args.replay else "chat")
+        if args.find_max_rate and args.duration is not None:
+            raise ValueError("--find-max-rate sizes each step itself; bound the whole search with --max-duration")
+        if traffic != "sessions" and (args.turns is not None or args.think is not None):
+            raise ValueError(f"--{'turns' if args.turns is not None else 'think'} shapes conversations: it needs "
+                             f"--traffic sessions (got --traffic {traffic})")  # fmt: skip
         config = BenchConfig(
             target=args.target, base_url=args.base_url, model=args.model, api=args.api,
             per_chunk_usage=args.per_chunk_usage, exact_output=args.exact_output,
-            traffic=args.traffic or ("replay" if args.replay else "chat"),
+            traffic=traffic,
             requests=args.requests, seed=args.seed, documents=args.documents, replay=args.replay,
+            replay_format=args.replay_format, tokenizer=args.tokenizer,
             concurrency=args.concurrency, rate=args.rate, arrivals=args.arrivals, burstiness=args.burstiness,
             duration=args.duration, warmup=args.warmup, ramp=args.ramp, matrix=tuple(matrix),
             labels=dict(args.label), workers=args.workers, control=args.control, slos=tuple(args.slo),
             timing=asdict(timing), cluster=args.cluster, per_node=args.per_node,
+            turns=4 if args.turns is None else args.turns, think=args.think or "0s",
+            find_max_rate=args.find_max_rate, max_duration=args.max_duration,
         )  # fmt: skip
         if config.cluster is not None:
             from ..fleet._cluster import check_cluster, import_ray, parse_cluster
@@ -239,6 +263,16 @@ def _cmd_run(argv: Sequence[str]) -> int:
     dead = [c for c in run.cells if c.no_data]
     for c in dead:  # one line each, so a CI log shows why
         print(f"latencykit bench: {c.key} has {c.no_data}", file=sys.stderr)
+    found = run.sections.get("max_rate")
+    if found is not None and found.get("stopped") == "first step fails":
+        at = found["at_first_failing"] or []
+        why = "; ".join(f"{v['slo']}: {v['misses']} of {v['n']} missed" for v in at if v["verdict"] == "fail")
+        print(f"latencykit bench: --find-max-rate: the first step, {found['start_rps']:g} req/s, already breaks {why}; "
+              "start lower with --rate", file=sys.stderr)  # fmt: skip
+        return 1
+    if found is not None and found.get("rps") is None:
+        print(f"latencykit bench: --find-max-rate found no passing rate ({found.get('stopped')})", file=sys.stderr)
+        return 1
     return 1 if dead else status
 
 

@@ -32,6 +32,9 @@ class PlanContext:
     """Segments learned to change on every call → index of their first changing block within the segment."""
     written: frozenset[int] = frozenset()
     """Block indices whose prefix the ledger believes is cached now."""
+    conversation: bool = False
+    """The family's calls extend earlier ones (a conversation, many users' interleaved included): the newest
+    message is marked even on a conversation's first turn, which the second turn reads."""
 
 
 Strategy = Callable[[PlanContext], Sequence[int]]
@@ -58,7 +61,8 @@ class BreakpointPlanner:
     examples before a varying question). With no boundary learned — a conversation that
     grows call by call, or a family's first call — a multi-turn request's newest message is
     marked so the next turn reads the whole history; a single-turn request's user message
-    gets none. When the message marker is more than ``lookback`` blocks past the last
+    gets none, unless its family's calls have been seen to extend earlier ones (`PlanContext.conversation`:
+    then it is a conversation's first turn, which the second reads). When the message marker is more than ``lookback`` blocks past the last
     cached prefix, one extra marker goes ``lookback - 1`` blocks after it, so the 20-block
     lookback finds it. Prefixes shorter than the model's minimum get no marker.
     """
@@ -83,7 +87,7 @@ class BreakpointPlanner:
             if mark is not None:
                 wanted.append(mark)
         if "system" not in dyn:
-            message = self._message_marker(shape, dyn)
+            message = self._message_marker(shape, dyn, ctx.conversation)
             if message is not None:
                 wanted.append(message)
                 cached = max(filter(message.__gt__, ctx.written), default=None)  # in C: written holds every live prefix
@@ -97,7 +101,7 @@ class BreakpointPlanner:
         return keep
 
     @staticmethod
-    def _message_marker(shape: Shape, dyn: Mapping[str, int]) -> Optional[int]:
+    def _message_marker(shape: Shape, dyn: Mapping[str, int], conversation: bool = False) -> Optional[int]:
         messages = shape.message_segments
         if not messages:
             return None
@@ -111,7 +115,7 @@ class BreakpointPlanner:
             return _last_markable(shape, range(first, min(bounds)))
         last = messages[-1]  # messages come last, in order: the newest one's segment, if it has blocks
         newest = _span(last) if last.name == f"message {shape.messages - 1}" else None
-        if shape.messages > 1 and newest is not None:
+        if (shape.messages > 1 or conversation) and newest is not None:
             return _last_markable(shape, range(*newest))
         return None
 

@@ -24,7 +24,8 @@ What is learned:
   few-shot examples: the newest message's block 0). The later of the last two observations
   is used, so one unusual call (new documents) does not move it; a call that extends the
   previous one (a conversation) means the messages have no boundary, and the planner marks
-  the newest message as before.
+  the newest message as before. So does a call that extends any of the family's last
+  `CONVERSATIONS` calls: one client serving many users sees their conversations interleaved.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ __all__ = [
 DYNAMIC_AFTER = 2
 STATIC_AFTER = 5
 ROTATION_VALUES = 32
+CONVERSATIONS = 32
+"""Recent calls a family remembers the messages of, so interleaved conversations are each seen to grow."""
 """Recent values a family keeps per changing segment: a rotation of up to this many prompts is learned."""
 _LIFETIME_5M, _LIFETIME_1H = TTL_SECONDS["5m"], TTL_SECONDS["1h"]
 _LEARNABLE = ("tools", "system")
@@ -286,6 +289,12 @@ class FamilyState:
     """The family's one "changes on every call" warning was given."""
     tails: list[Optional[Position]] = field(default_factory=list)
     """The last two observations of where the messages first changed (see `_tail`)."""
+    conversation: bool = False
+    """A call of the family has extended an earlier one: its calls are conversations, whose every turn (the first
+    included) the next one reads, so no boundary is learned in their messages."""
+    recent: list[tuple[SegmentPrint, ...]] = field(default_factory=list)
+    """The message segments of the family's last `CONVERSATIONS` calls: a call that extends any of them continues
+    a conversation, even when calls of other conversations came in between (many users, one client)."""
 
 
 def _edit(prints: Prints, old: tuple[bytes, ...], new: tuple[bytes, ...]) -> bool:
@@ -329,6 +338,8 @@ class Learned(NamedTuple):
     previous_marked: int = -1
     unprinted: tuple[int, ...] = ()
     """Blocks whose chunk prints `Families.marked` is to make (``observe(defer_prints=True)``)."""
+    conversation: bool = False
+    """The family's calls extend earlier ones (`FamilyState.conversation`)."""
 
 
 class Families:
@@ -389,7 +400,15 @@ class Families:
                 elif found is not None:
                     skip = [*(skip or ()), (name, found)]
             if state.last:
-                state.tails = [*state.tails[-1:], _tail(state.last, shape)]
+                tail = _tail(state.last, shape)
+                if tail is not None and any(_tail(old, shape) is None for old in state.recent):
+                    tail = None  # another conversation's call came in between: this one extends its own
+                state.tails = [*state.tails[-1:], tail]
+                grown = len(shape.message_segments)
+                state.conversation = state.conversation or any(
+                    0 < len(old) < grown and _tail(old, shape) is None for old in (message_segments(state.last), *state.recent))
+            state.recent = [*state.recent[-(CONVERSATIONS - 1):], shape.message_segments]
+            conversation = state.conversation
             previous = state.last_marked
             state.last = shape.segments
             state.last_time = now
@@ -397,8 +416,9 @@ class Families:
             if skip:
                 dynamic.update(skip)
             tails = state.tails
-        _add_tails(dynamic, tails, shape)
-        return Learned(change, dynamic, newly, previous, unprinted)
+        if not conversation:
+            _add_tails(dynamic, tails, shape)
+        return Learned(change, dynamic, newly, previous, unprinted, conversation)
 
     def learned(self, shape: Shape) -> dict[str, int]:
         """What ``shape``'s family has learned to change from call to call, without observing ``shape``
@@ -407,8 +427,9 @@ class Families:
             state = self._states.get(shape.family)
             if state is None:
                 return {}
-            dynamic, tails = dict(state.dynamic), state.tails
-        _add_tails(dynamic, tails, shape)
+            dynamic, tails, conversation = dict(state.dynamic), state.tails, state.conversation
+        if not conversation:
+            _add_tails(dynamic, tails, shape)
         return dynamic
 
     def _rotate(

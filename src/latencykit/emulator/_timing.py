@@ -112,7 +112,7 @@ class Engine:
             # A slot handed over at the same instant as the cancel must not leak.
             if waiter.done() and not waiter.cancelled():
                 self.release()
-            else:
+            elif waiter in self._waiters:  # a release may already have popped it (and passed it over)
                 self._waiters.remove(waiter)
             raise
 

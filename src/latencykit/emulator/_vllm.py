@@ -45,6 +45,7 @@ from ._openai_chat import API as OPENAI_CHAT
 from ._overrides import RequestOverrides
 from ._plan import GenerationPlan
 from ._state import ServerState
+from ._text import count_tokens
 from ._stream import Prepared
 from ._timing import Engine, TimingModel
 from ._vllm_metrics import VLLMMetrics
@@ -200,7 +201,7 @@ class VLLMEngine(Engine):
         except asyncio.CancelledError:
             if waiter.future.done() and not waiter.future.cancelled():
                 self._free(need)
-            else:
+            elif waiter in self._queue:  # `_wake` may already have popped it (and passed it over)
                 self._queue.remove(waiter)
             raise
 
@@ -354,7 +355,8 @@ class VLLMServer:
         return self.metrics.render(cfg.model, gauges, waiting, info, cfg.spec_tokens > 0)
 
     def add_routes(self, app: web.Application) -> None:
-        """``GET /metrics``, ``GET /v1/models``, ``GET /version``."""
+        """``GET /metrics``, ``GET /v1/models``, ``GET /version``, ``POST /tokenize`` (vLLM's: ``prompt`` or ``messages`` →
+        ``count``, ``max_model_len``, ``tokens``; counted by the emulator's rule)."""
 
         async def metrics(request: web.Request) -> web.Response:
             return web.Response(text=self.render_metrics(), content_type="text/plain", charset="utf-8")
@@ -370,6 +372,19 @@ class VLLMServer:
         async def version(request: web.Request) -> web.Response:
             return web.json_response({"version": "emulated"})
 
+        async def tokenize(request: web.Request) -> web.Response:
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            if not isinstance(body, dict) or not isinstance(body.get("prompt", body.get("messages")), (str, list)):
+                return web.json_response(OPENAI_CHAT.error_body(400, "tokenize takes a prompt (a string) or messages"), status=400)
+            count = (count_tokens({"messages": body["messages"]}) if isinstance(body.get("messages"), list)
+                     else -(-len(str(body.get("prompt"))) // 4))  # fmt: skip
+            ids = [(i * 7919 + 13) % 50_000 for i in range(count)]  # not a vocabulary: the count is what is emulated
+            return web.json_response({"count": count, "max_model_len": self.config.max_model_len, "tokens": ids, "token_strs": None})
+
         app.router.add_get("/metrics", metrics)
         app.router.add_get("/v1/models", models)
         app.router.add_get("/version", version)
+        app.router.add_post("/tokenize", tokenize)

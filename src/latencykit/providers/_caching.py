@@ -149,7 +149,8 @@ class CachePolicy:
         if learned.newly_dynamic is not None and self.strategy is not None:  # "off" moves no breakpoint
             _warn_dynamic(learned.newly_dynamic)
         if api == "messages":
-            sent, finish, furthest = self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now)
+            sent, finish, furthest = self._plan_anthropic(shape, kwargs, learned.dynamic, learned.change, learned.previous_marked, now,
+                                                          learned.conversation)  # fmt: skip
         elif parts is not None:
             sent, finish, furthest = plan_breakpoint_call(self, shape, kwargs, learned, now, str(url))
         else:
@@ -224,7 +225,8 @@ class CachePolicy:
         return finish
 
     def _plan_anthropic(
-        self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float
+        self, shape: Shape, kwargs: dict[str, Any], dynamic: dict[str, int], change: Optional[Change], previous: int, now: float,
+        conversation: bool = False,
     ) -> tuple[dict[str, Any], Finish, int]:
         prefixes = shape.prefixes()
         states = self.ledger.states(prefixes, now)
@@ -233,7 +235,8 @@ class CachePolicy:
         if self.strategy is not None:
             written = frozenset(compress(range(len(states)), map(operator.eq, states, repeat("live"))))
             try:
-                wanted = list(self.strategy(frozen(PlanContext, shape=shape, min_tokens=mins, dynamic=dynamic, written=written)))
+                wanted = list(self.strategy(frozen(PlanContext, shape=shape, min_tokens=mins, dynamic=dynamic, written=written,
+                                                   conversation=conversation)))  # fmt: skip
             except Exception:
                 self.log_strategy_failure()
         plan = plan_markers(shape, wanted, self.ttl if self.ttl in TTL_SECONDS else None)

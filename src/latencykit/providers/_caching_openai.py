@@ -94,7 +94,8 @@ def plan_breakpoint_call(
     if policy.strategy is not None:
         live = frozenset([i for i, s in enumerate(states) if s == "live"])
         try:
-            ctx = frozen(PlanContext, shape=shape, min_tokens=OPENAI_MIN_TOKENS, dynamic=learned.dynamic, written=live)
+            ctx = frozen(PlanContext, shape=shape, min_tokens=OPENAI_MIN_TOKENS, dynamic=learned.dynamic, written=live,
+                         conversation=learned.conversation)  # fmt: skip
             wanted = list(policy.strategy(ctx))
         except Exception:
             policy.log_strategy_failure()

@@ -17,10 +17,12 @@ from ..bench._cell import BenchRun, Cell
 from ..bench._compare import Comparison, strategy_table
 from ._grid import Grid
 from ._report import (
-    baseline_name, cell_slos, cluster_lines, comparison_grid, header_text, health_text, limiting_text, metrics_grid, partial_text, rate, split_text,
-    throughput_line,
+    baseline_name, cell_slos, cluster_lines, comparison_grid, header_text, health_text, limiting_text, max_rate_lines, metrics_grid,
+    partial_text, rate,
+    sessions_lines, split_text, throughput_line,
 )  # fmt: skip
-from ._svg import COLOURS, Series, bars, chart, time_axis
+from ..bench._stats import percentiles
+from ._svg import COLOURS, Rule, Series, bars, chart, time_axis
 
 __all__ = ["render_html"]
 
@@ -64,6 +66,7 @@ def _config_rows(run: BenchRun) -> list[tuple[str, Any]]:
         ("load levels", levels),
         ("arrivals", cfg.get("arrivals") if cfg.get("rate") or cfg.get("arrivals") == "recorded" else None),
         ("duration", f"{cfg['duration']:g} s" if cfg.get("duration") else None),
+        ("sessions", f"{cfg.get('turns')} turns each, think time {cfg.get('think')}" if cfg.get("traffic") == "sessions" else None),
         ("warm-up", cfg.get("warmup") or None),
         ("strategies", matrix),
         ("labels", ", ".join(f"{k}={v}" for k, v in (cfg.get("labels") or {}).items())),
@@ -104,6 +107,7 @@ def _cell_html(cell: Cell, run: BenchRun) -> str:
         text = split_text(cell, key)
         if text:
             lines.append(f"{title}: {text}")
+    lines += sessions_lines(cell, cfg.get("think") if cfg.get("traffic") == "sessions" else None)
     if cell.measured:
         lines.append("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(cell.outcomes().items())) + f" (of {len(cell.measured)} measured)")
     if cell.first_error and not cell.no_data:
@@ -172,6 +176,69 @@ def _load_chart(run: BenchRun, tag: str) -> str:
                  "completed requests per second", f"TTFT {unit}")  # fmt: skip
 
 
+def _rate_charts(run: BenchRun, tag: str) -> list[str]:
+    """``--find-max-rate``: per SLO, its percentile (95 % CI band) against the offered rate of each decided step, the
+    SLO's threshold, the rate found and the first failing one."""
+    m = run.sections.get("max_rate")
+    if not isinstance(m, dict) or not run.cells:
+        return []
+    from ..bench._stats import parse_slo
+
+    rows = sorted((c for c in run.cells if c.partial is None and c.load.get("rate")), key=lambda c: float(c.load["rate"]))
+    out = []
+    for text in run.config.get("slos") or []:
+        slo = parse_slo(text)
+        pts, band = [], []
+        for c in rows:
+            if slo.metric not in c.sketches:
+                continue
+            p = percentiles(c.sketches[slo.metric], [slo.percentile])[slo.percentile]
+            if p.value is None:
+                continue
+            x = float(c.load["rate"])
+            pts.append((x, p.value * 1000))
+            band.append((x, (p.lo or p.value) * 1000, (p.hi or p.value) * 1000))
+        if not pts:
+            continue
+        top = max([b[2] for b in band] + [slo.threshold * 1000])
+        unit, factor = time_axis(top)
+        rules = [Rule(f"SLO: {slo.label}", y=slo.threshold * 1000 * factor, colour="#b35900")]
+        if m.get("rps") is not None:
+            rules.append(Rule(f"max rate meeting every SLO: {m['rps']:g} req/s", x=float(m["rps"]), colour=COLOURS[2]))
+        if m.get("first_failing_rps") is not None:
+            rules.append(Rule(f"first failing: {m['first_failing_rps']:g} req/s", x=float(m["first_failing_rps"]), colour=COLOURS[1]))
+        series = [Series(f"{slo.metric.upper()} p{slo.percentile * 100:g} per step", [(x, y * factor) for x, y in pts], "markers",
+                         [(x, lo * factor, hi * factor) for x, lo, hi in band], [f"{x:g}/s" for x, _ in pts])]  # fmt: skip
+        out.append(chart(series, f"{tag}rate search: {slo.metric.upper()} p{slo.percentile * 100:g} vs offered rate (95% CI)",
+                         "offered requests per second", f"{slo.metric.upper()} {unit}", rules=rules))  # fmt: skip
+    return out
+
+
+def _pareto_chart(run: BenchRun, tag: str) -> str:
+    """Across a sweep, per strategy: the output speed each user sees (1 / TPOT p50, tokens/s) against the total output
+    throughput (tokens/s), one point per load level: the trade-off between serving more and serving each faster."""
+    by_label: dict[str, list[Cell]] = {}
+    for c in run.cells:
+        by_label.setdefault(c.label, []).append(c)
+    if not any(len(v) > 1 for v in by_label.values()):
+        return ""
+    series = []
+    for k, (label, cells) in enumerate(by_label.items()):
+        rows = []
+        for c in cells:
+            total, tpot = c.throughput()["output_tps"], c.value("tpot", 0.5)
+            if total and tpot:
+                rows.append((total, 1.0 / tpot, c.level))
+        rows.sort()
+        if rows:
+            series.append(Series(label, [(x, y) for x, y, _ in rows], "markers", labels=[lv for _, _, lv in rows],
+                                 colour=COLOURS[k % len(COLOURS)]))  # fmt: skip
+    if not series:
+        return ""
+    return chart(series, f"{tag}throughput per user vs total throughput by load level (Pareto view)",
+                 "total output tokens per second", "output tokens per second per user (1 / TPOT p50)")  # fmt: skip
+
+
 def _timelines(run: BenchRun, tag: str) -> list[str]:
     """One timeline per cell (TTFT by intended send time), all on the same y scale."""
     data = [(c, [(float(s["sched"]), s["ttft"] * 1000) for s in c.measured if s["ttft"] is not None]) for c in run.cells]
@@ -217,10 +284,13 @@ def render_html(run: BenchRun, standalone: bool = True) -> str:
     parts += [f"<p>{_e(line)}</p>" for line in cluster_lines(run)]
     if run.partial:
         parts.append(f'<p class="bad">PARTIAL RUN: {_e(run.partial)}</p>')
+    found = max_rate_lines(run)
+    if found:
+        parts.append(f"<h3>{_e(found[0])}</h3>" + "".join(f"<p>{_e(t)}</p>" for t in found[1:]))
     parts.append(_kv("configuration", _config_rows(run)) + _kv("environment", _env_rows(run)))
     parts += [_cell_html(c, run) for c in run.cells]
     plots = [_cdf_chart(run, "ttft", "CDF of TTFT (from the intended send)", tag), _cdf_chart(run, "e2e", "CDF of E2E", tag),
-             _load_chart(run, tag), *_timelines(run, tag)]  # fmt: skip
+             _load_chart(run, tag), *_rate_charts(run, tag), _pareto_chart(run, tag), *_timelines(run, tag)]  # fmt: skip
     rows = strategy_table(run)
     if rows:
         base = baseline_name(run)

@@ -17,9 +17,9 @@ from ..bench._stats import QUANTILES, Pct, parse_slo, percentiles
 
 __all__ = [
     "METRIC_NAMES", "baseline_name", "cell_slos", "cluster_lines", "comparison_grid", "error_grid", "header_text", "health_text",
-    "limiting_node", "limiting_text", "node_health",
+    "limiting_node", "limiting_text", "max_rate_lines", "node_health",
     "metrics_grid", "ms", "partial_text", "pct_text", "print_report", "rate", "report_blocks", "report_json",
-    "report_markdown", "split_text", "throughput_line",
+    "report_markdown", "sessions_lines", "split_text", "throughput_line",
 ]  # fmt: skip
 
 METRIC_NAMES = {
@@ -92,6 +92,8 @@ def throughput_line(cell: Cell) -> str:
         if load.get("arrivals") == "recorded":
             speed = load.get("rate") or 1
             parts.append(f"offered the recorded times at {speed:g}× speed" + (f" ({drawn})" if drawn else ""))
+        elif load.get("sessions"):
+            parts.append(f"sessions arriving at {rate(load.get('rate'), 'sessions/s')} (each turn sent on the answer before it)")
         else:
             parts.append(f"offered {rate(tp['offered_rps'])}" + (f" ({drawn})" if drawn else ""))
         parts.append(f"sent {rate(tp['sent_rps'])}")
@@ -121,6 +123,71 @@ def split_text(cell: Cell, key: str) -> Optional[str]:
         p = percentiles(sk, [0.5, 0.99])
         parts.append(f"{g} n={sk.count} p50 {ms(p[0.5].value)} / p99 {ms(p[0.99].value)} ms")
     return "; ".join(parts)
+
+
+def sessions_lines(cell: Cell, think: Optional[str] = None) -> list[str]:
+    """Sessions traffic: TTFT of turn 1 against turns 2+ (with the share of their prompts read from the cache), per
+    turn, the sessions' time and completeness, and the think time measured against the stated one; ``[]`` otherwise."""
+    st = cell.sessions()
+    if st is None:
+        return []
+
+    def group(g: dict[str, Any]) -> str:
+        share = g.get("cached_share")
+        cached = "" if share is None else f", {share:.0%} of the prompt cached"
+        return f"n={g['n']} p50 {ms(g['ttft_p50_s'])} / p95 {ms(g['ttft_p95_s'])} ms{cached}"
+
+    out = [f"TTFT by turn (from the intended send: the previous answer's end + think time): turn 1 {group(st['first'])}; "
+           f"turns 2+ {group(st['later'])}"]  # fmt: skip
+    if 2 < len(st["turns"]) <= 12:
+        out.append("per turn: " + "; ".join(f"{k}: p50 {ms(g['ttft_p50_s'])} ms" + (
+            "" if g.get("cached_share") is None else f" ({g['cached_share']:.0%} cached)") for k, g in st["turns"].items()))
+    span = ("" if st["session_p50_s"] is None else
+            f"; session time p50 {st['session_p50_s']:.2f} s / p95 {st['session_p95_s']:.2f} s (first intended send → last answer)")
+    out.append(f"sessions: {st['sessions']} started, {st['complete']} completed every turn{span}; "
+               f"{st['turns_not_sent']} turn(s) not sent (cut off by --duration, or after a failed turn)")  # fmt: skip
+    if st["think_n"]:
+        stated = ""
+        if think:
+            from ..bench._sessions import parse_think
+
+            stated = f"stated {think} (mean {ms(parse_think(think).mean, 0)} ms); "
+        out.append(f"think time: {stated}measured from each answer's end to the next turn's send: mean "
+                   f"{ms(st['think_mean_s'], 0)} ms, p50 {ms(st['think_p50_s'], 0)} ms (n={st['think_n']})")  # fmt: skip
+    return out
+
+
+def max_rate_lines(run: BenchRun) -> list[str]:
+    """``--find-max-rate``: the highest rate meeting every SLO with the interval the knee lies in, the first failing
+    rate and what it broke, the saturation signs there, how the search stopped; ``[]`` for other runs."""
+    m = run.sections.get("max_rate")
+    if not isinstance(m, dict):
+        return []
+    slos = ", ".join(m.get("slos") or [])
+    steps = m.get("steps") or []
+    how = (f"{len(steps)} step(s) in {m.get('elapsed_s') or 0:.0f} s, stopped: {m.get('stopped')}"
+           f" (bound {m.get('max_duration_s') or 0:g} s, tolerance {100 * (m.get('tolerance') or 0):g}%)")  # fmt: skip
+    out = []
+    if m.get("rps") is None:
+        out.append(f"max rate meeting every SLO ({slos}): none found — " + (
+            f"the first step, {m.get('start_rps'):g} req/s, already fails; start lower with --rate"
+            if m.get("stopped") == "first step fails" else "no step passed") + f"; {how}")
+    else:
+        lo, hi = m.get("interval_rps") or [None, None]
+        where = f"the knee lies in [{lo:g}, {hi:g}] req/s" if hi is not None else f"no failing rate found above it"
+        out.append(f"max rate meeting every SLO ({slos}): {m['rps']:g} req/s — {where}; {how}")
+    if m.get("first_failing_rps") is not None:
+        broke = "; ".join(f"{v['slo']}: {v['misses']} of {v['n']} missed, value {ms(v['value_s'])} ms "
+                          f"[{ms(v['ci_s'][0])}–{ms(v['ci_s'][1])}]" for v in m.get("at_first_failing") or [] if v["verdict"] == "fail")
+        out.append(f"first failing rate: {m['first_failing_rps']:g} req/s broke {broke}")
+        signs = m.get("saturation") or []
+        out.append("saturation there: " + ("; ".join(signs) if signs else "none seen (the SLO is tighter than the server's room)"))
+    for step in steps:
+        slo_text = "; ".join(f"{v['slo']} {v['verdict']} ({v['misses']}/{v['n']} missed, value {ms(v['value_s'])} ms)"
+                             for v in step["slos"])  # fmt: skip
+        out.append(f"  step {step['rate_rps']:g} req/s: {step['verdict'].upper()} by {step['decided_by']}, "
+                   f"{step['duration_s']:.1f} s, completed {rate(step['completed_rps'])} — {slo_text}")  # fmt: skip
+    return out
 
 
 def health_text(cell: Cell, h: dict[str, Any]) -> str:
@@ -232,7 +299,7 @@ def cache_cost_text(cell: Cell, target: dict[str, Any]) -> Optional[str]:
 
 
 def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Optional[int] = None,
-                target: Optional[dict[str, Any]] = None) -> list[Any]:
+                target: Optional[dict[str, Any]] = None, think: Optional[str] = None) -> list[Any]:
     """One cell's blocks."""
     tag = "EMULATED " if emulated else ""
     out: list[Any] = [metrics_grid(cell, f"{tag}{cell.key}" + (" — PARTIAL" if cell.partial else "")), Line(LEGEND, "dim")]
@@ -246,6 +313,7 @@ def cell_blocks(cell: Cell, emulated: bool, slos: Sequence[str] = (), total: Opt
         text = split_text(cell, key)
         if text:
             out.append(Line(f"{title}: {text}"))
+    out += [Line(text) for text in sessions_lines(cell, think)]
     verdicts = cell.verdicts()
     if verdicts:
         out.append(Line("cache verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))))
@@ -341,7 +409,11 @@ def report_blocks(run: BenchRun) -> list[Any]:
         out.append(Line(f"PARTIAL RUN: {run.partial}", "error"))
     total = cfg.get("request_count", cfg.get("requests"))
     for cell in run.cells:
-        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total, cfg.get("target"))
+        out += cell_blocks(cell, run.emulated, cfg.get("slos") or (), total, cfg.get("target"),
+                           cfg.get("think") if cfg.get("traffic") == "sessions" else None)  # fmt: skip
+    found = max_rate_lines(run)
+    if found:
+        out += [Line(found[0], "strong"), *(Line(t) for t in found[1:])]
     rows = strategy_table(run)
     if rows:
         out.append(comparison_grid(rows, f"strategy comparison: each cell against the baseline cell '{baseline_name(run)}' "
@@ -374,8 +446,10 @@ def report_json(run: BenchRun) -> dict[str, Any]:
             "key": c.key, "label": c.label, "level": c.level, "partial": c.partial, "summary": c.summary(),
             "throughput": c.throughput(), "goodput": c.goodput(cell_slos(cfg.get("slos") or ())), "outcomes": c.outcomes(),
             "cache_verdicts": c.verdicts(), "warnings": c.warnings, "no_data": c.no_data, "schedule": c.schedule,
+            "sessions": c.sessions(),
             "nodes": list(node_health(c).values()) or None, "limiting_node": limiting_node(c),
         })  # fmt: skip
     rows = strategy_table(run)
     return {"emulated": run.emulated, "partial": run.partial, "header": header_text(run), "cluster": run.env.get("cluster"), "cells": cells,
+            "max_rate": run.sections.get("max_rate"),
             "comparison": {"baseline": baseline_name(run), "rows": [r.to_dict() for r in rows]} if rows else None}  # fmt: skip

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-__all__ = ["COLOURS", "Series", "bars", "chart", "fmt_tick", "nice_ticks", "time_axis"]
+__all__ = ["COLOURS", "Rule", "Series", "bars", "chart", "fmt_tick", "nice_ticks", "time_axis"]
 
 W, PLOT_H = 640, 240
 LEFT, RIGHT, TOP = 64, 24, 30
@@ -128,15 +128,35 @@ def _legend(entries: Sequence[tuple[str, str, bool]]) -> list[str]:
     return out
 
 
+@dataclass
+class Rule:
+    """A reference line across the plot: horizontal at ``y`` (an SLO's threshold) or vertical at ``x`` (a found rate)."""
+
+    name: str
+    x: Optional[float] = None
+    y: Optional[float] = None
+    colour: str = "#444"
+
+
 def chart(series: Sequence[Series], title: str, xlabel: str, ylabel: str, *, y_max: Optional[float] = None,
-          x_zero: bool = True) -> str:  # fmt: skip
-    """Series in one chart; axes from the data (y from 0; ``y_max`` shares a y scale between charts)."""
-    xs = [p[0] for s in series for p in s.points] + [b[0] for s in series for b in s.band]
-    ys = [p[1] for s in series for p in s.points] + [b[2] for s in series for b in s.band]
-    if not xs:
+          x_zero: bool = True, rules: Sequence[Rule] = ()) -> str:  # fmt: skip
+    """Series in one chart; axes from the data (y from 0; ``y_max`` shares a y scale between charts); ``rules`` are
+    labelled reference lines (``class="rule"``), in the legend too."""
+    xs = [p[0] for s in series for p in s.points] + [b[0] for s in series for b in s.band] + [r.x for r in rules if r.x is not None]
+    ys = [p[1] for s in series for p in s.points] + [b[2] for s in series for b in s.band] + [r.y for r in rules if r.y is not None]
+    if not xs or not any(s.points for s in series):
         return ""
     f = _frame(xs, ys, y_max, x_zero)
-    out = _axes(f, title, xlabel, ylabel, len(series))
+    out = _axes(f, title, xlabel, ylabel, len(series) + len(rules))
+    for r in rules:
+        if r.y is not None:
+            y = f.sy(r.y)
+            out.append(f'<line class="rule" x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" stroke="{r.colour}" '
+                       'stroke-width="1.5" stroke-dasharray="6 3"/>')  # fmt: skip
+        else:
+            x = f.sx(float(r.x or 0.0))
+            out.append(f'<line class="rule" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + PLOT_H}" stroke="{r.colour}" '
+                       'stroke-width="1.5" stroke-dasharray="6 3"/>')  # fmt: skip
     legend = []
     for k, s in enumerate(series):
         colour = s.colour or COLOURS[k % len(COLOURS)]
@@ -156,6 +176,7 @@ def chart(series: Sequence[Series], title: str, xlabel: str, ylabel: str, *, y_m
                 out.append(f'<circle class="level" cx="{f.sx(x):.1f}" cy="{f.sy(y):.1f}" r="3.5" fill="white" stroke="{colour}" stroke-width="2"/>')
                 if i < len(s.labels) and s.labels[i]:
                     out.append(f'<text x="{f.sx(x) + 6:.1f}" y="{f.sy(y) - 6:.1f}" font-size="9" fill="{colour}">{html.escape(s.labels[i])}</text>')
+    legend += [(r.name, r.colour, True) for r in rules]
     out += _legend(legend)
     out.append("</svg>")
     return "".join(out)
