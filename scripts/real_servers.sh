@@ -237,7 +237,7 @@ cmd="${1:-test}"
 case "$cmd" in
   install-llama) ensure_llama && ensure_gguf ;;
   smollm2) ensure_llama && ensure_gguf && ensure_smollm2 ;;
-  smollm2-hf) ensure_vllm && ensure_smollm2_hf ;;
+  smollm2-hf) ensure_llama && ensure_gguf && ensure_smollm2 && ensure_vllm && ensure_smollm2_hf ;;
   install-vllm) ensure_vllm ;;
   install) install_all; [ "$LLAMA_OK" -eq 1 ] ;;
   test) run_tests ;;

@@ -118,15 +118,19 @@ def machine(threads: int = 1) -> dict[str, Any]:
 
 
 _MODEL = ("-m", "--model")
-_DRAFT = ("-md", "--model-draft")
+_DRAFT = ("-md", "--model-draft", "--spec-draft-model")
 _KV = {"k": ("-ctk", "--cache-type-k"), "v": ("-ctv", "--cache-type-v"), "kv": ("--kv-cache-dtype",)}
 
 
 def _flag(argv: Sequence[str], names: Sequence[str]) -> Optional[str]:
-    for i, a in enumerate(argv):
-        if a in names and i + 1 < len(argv):
-            return argv[i + 1]
-        for n in names:
+    """The value of the first of ``names`` (in their order) on the command line; a Python interpreter's own ``-m``
+    (``python -m vllm...``) is not a model."""
+    for n in sorted(names, key=lambda n: not n.startswith("--")):
+        for i, a in enumerate(argv):
+            if a == n and i + 1 < len(argv):
+                if n == "-m" and i == 1 and os.path.basename(argv[0]).startswith("python"):
+                    continue
+                return argv[i + 1]
             if n.startswith("--") and a.startswith(n + "="):
                 return a.split("=", 1)[1]
     return None

@@ -145,7 +145,7 @@ class StrategyResult:
         accepted = [r.metrics.get("spec_accepted_tokens") for r in self.rounds if r.metrics]
         traffic = None
         if any(d is not None for d in drafted):
-            n, a = sum(d or 0 for d in drafted), sum(x or 0 for x in accepted)
+            n, a = int(sum(d or 0 for d in drafted)), int(sum(x or 0 for x in accepted))
             traffic = {"drafted": n, "accepted": a, "rate": a / n if n else None, "source": "/metrics over the traffic"}
         greedy = None if self.answers is None else self.answers.drafts()
         if greedy is not None:
@@ -304,9 +304,10 @@ class ExperimentRun:
             fb, fa = r["fewer_bytes"], r["faster"]
             if fb is None or fa is None:
                 continue
-            words = f"{fb:.2f}× fewer bytes" if fb >= 1 else f"{1 / fb:.2f}× more bytes"
+            words = "about the same bytes" if abs(fb - 1) < 0.02 else f"{fb:.2f}× fewer bytes" if fb > 1 else f"{1 / fb:.2f}× more bytes"
             speed = f"{fa:.2f}× faster" if fa >= 1 else f"{1 / fa:.2f}× slower"
-            out.append(f"{r['strategy']}: {words} than {self.baseline}, {speed}: {r['share']:.0%} of the roofline")
+            than = "as" if words.startswith("about") else "than"
+            out.append(f"{r['strategy']}: {words} {than} {self.baseline}, {speed}: {r['share']:.0%} of the roofline")
         return out
 
     # -- views ---------------------------------------------------------------------------------

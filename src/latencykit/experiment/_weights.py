@@ -118,6 +118,14 @@ def _value(f: BinaryIO, kind: int, keep: bool) -> Any:
 
 def read_gguf(path: Union[str, Path]) -> tuple[dict[str, Any], list[tuple[str, list[int], int]]]:
     """A GGUF file's scalar metadata and its tensors ``(name, shape, type id)``; ``ValueError`` if it is not GGUF v2/v3."""
+    try:
+        return _read_gguf(path)
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        text = str(exc)
+        raise ValueError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+
+
+def _read_gguf(path: Union[str, Path]) -> tuple[dict[str, Any], list[tuple[str, list[int], int]]]:
     with open(path, "rb") as f:
         if _read(f, 4) != b"GGUF":
             raise ValueError(f"{path} is not a GGUF file")
