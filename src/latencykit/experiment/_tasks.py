@@ -11,7 +11,8 @@ printed by ``latencykit experiment --example quality``) is JSONL, one prompt a l
 answer, ``accept`` more answers counted right, ``match`` how an answer is checked:
 
 - ``contains`` (default): the answer appears in the text as a whole word or phrase, case ignored;
-- ``number``: the text's first number equals it (``12``, ``12.0``, ``1,000``), or an ``accept`` word appears;
+- ``number``: the text's last number equals it (``12``, ``12.0``, ``1,000``: "7 + 5 = 12" is right), or an
+  ``accept`` word appears;
 - ``exact``: the whole text, trimmed of spaces, quotes and final punctuation, case ignored;
 - ``regex``: ``re.search`` of the answer as a pattern (case-sensitive; ``(?i)`` for not).
 
@@ -76,11 +77,11 @@ def _norm(text: str) -> str:
 
 
 def _number(text: str) -> Optional[float]:
-    m = _NUMBER.search(text)
-    if m is None:
+    found = _NUMBER.findall(text)
+    if not found:
         return None
     try:
-        return float(m.group().replace(",", ""))
+        return float(found[-1].replace(",", "").rstrip(","))
     except ValueError:
         return None
 
