@@ -121,6 +121,9 @@ def test_llama_cpp_smollm2_strategy_table(tmp_path: Path) -> None:
     traffic, greedy = spec.get("traffic") or {}, spec.get("greedy") or {}
     assert traffic.get("drafted") and greedy.get("drafted") and greedy["accepted"] > 0, spec  # it drafts, and drafts are taken
     assert (run.result("f16").speculation() or {}).get("greedy") is None
+    tpot = next(r for r in run.rows() if r.strategy.name == "speculative").comparisons["tpot:p50"]
+    if tpot.speedup is not None and tpot.speedup < 1 and tpot.significant:  # slower beyond noise: said in words
+        assert any(f.startswith("speculative: drafting costs more than it saves") for f in run.findings()), run.findings()
     q4 = run.result("q4_0").quality
     assert q4 is not None and q4.exact_match is not None and q4.exact_match < 1.0, q4  # quantized weights drift
     REPORT["experiment_llama_limits"] = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()} for r in run.limits()]

@@ -257,12 +257,13 @@ class ExperimentRun:
                 if r.stop and r.stop.get("left"):
                     out.append(f"{s.name} round {r.round + 1}: processes {r.stop['left']} outlived the stop")
         for row in self.rows():
-            spec = row.strategy.speculation()
-            traffic = (spec or {}).get("traffic") or {}
+            spec = row.strategy.speculation() or {}
+            drafts = next((d for d in (spec.get("traffic"), spec.get("greedy")) if d and d.get("drafted")), None)
             tpot = row.comparisons.get("tpot:p50")
-            if traffic.get("drafted") and tpot is not None and tpot.speedup is not None and tpot.speedup < 1 and tpot.significant:
-                out.append(f"{row.strategy.name}: drafting costs more than it saves — {traffic['accepted']:,} of "
-                           f"{traffic['drafted']:,} drafted tokens accepted ({(traffic['rate'] or 0):.0%}), TPOT P50 "
+            if drafts is not None and tpot is not None and tpot.speedup is not None and tpot.speedup < 1 and tpot.significant:
+                where = "over the traffic" if drafts is spec.get("traffic") else "at temperature 0"
+                out.append(f"{row.strategy.name}: drafting costs more than it saves — {drafts['accepted']:,} of "
+                           f"{drafts['drafted']:,} drafted tokens accepted {where} ({(drafts['rate'] or 0):.0%}), TPOT P50 "
                            f"{tpot.speedup:.2f}× the baseline's (slower beyond noise)")  # fmt: skip
             v = row.claim
             if v is not None and v.status == "outside" and v.measured is not None and v.measured < v.claim.low:

@@ -228,11 +228,15 @@ def print_experiment(run: ExperimentRun, console: Optional[Console] = None) -> N
         console.print(f"[dim]machine: {escape(str(mach.get('cpu')))}, {mach.get('cores')} cores, {mach.get('date')}; GPU: "
                       f"{escape(', '.join(g['name'] for g in mach.get('gpus') or []) or str(mach.get('gpu_note') or 'none'))}[/dim]",
                       highlight=False)  # fmt: skip
+    unread: set[str] = set()
     for s in run.strategies:
         for r in s.rounds:
             m = r.metrics
             if m and not m.get("error"):
                 console.print(f"server /metrics, {s.name} round {r.round + 1}: " + _metrics_line(m), highlight=False)
+            elif m and m.get("error") not in unread:
+                unread.add(m["error"])
+                console.print(f"server /metrics not read ({s.name} round {r.round + 1}): {escape(str(m['error']))}", highlight=False)
     for line in run.findings():
         console.print(f"[bold yellow]finding[/bold yellow] {escape(line)}", highlight=False, soft_wrap=True)
     for s in run.failed:
