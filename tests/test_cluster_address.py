@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from latencykit.bench import BenchConfig, run_bench
-from latencykit.bench._cluster import _raylet_gcs_addresses, auto_address, check_cluster, parse_cluster
+from latencykit.fleet._cluster import _raylet_gcs_addresses, auto_address, check_cluster, parse_cluster
 from latencykit.commands._bench import main as bench_main
 from latencykit.emulator._flags import IDEAL_TIMING
 

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from latencykit.bench import BenchRun
-from latencykit.bench._cluster import LocalRayCluster, _raylet_gcs_addresses, auto_address, check_cluster, parse_cluster, ray_env
+from latencykit.fleet._cluster import LocalRayCluster, _raylet_gcs_addresses, auto_address, check_cluster, parse_cluster, ray_env
 
 pytestmark = pytest.mark.usefixtures("no_ray_left")
 
