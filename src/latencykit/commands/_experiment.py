@@ -23,16 +23,18 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["EXAMPLES", "example", "main", "register"]
 
-EXAMPLES = ("emulator", "llamacpp", "vllm")
+EXAMPLES = ("emulator", "llamacpp", "vllm", "quality")
 
 
 def example(kind: str) -> str:
-    """The text of a ready experiment file (``emulator``, ``llamacpp`` or ``vllm``)."""
+    """The text of a ready experiment file (``emulator``, ``llamacpp`` or ``vllm``), or ``quality``: the shipped
+    prompt set with known answers (JSONL, for ``[quality] file``)."""
     if kind not in EXAMPLES:
         raise ValueError(f"example must be one of {', '.join(EXAMPLES)}; got {kind!r}")
     from importlib.resources import files
 
-    return files("latencykit.experiment").joinpath(f"examples/{kind}.toml").read_text(encoding="utf-8")
+    name = "quality-basic.jsonl" if kind == "quality" else f"{kind}.toml"
+    return files("latencykit.experiment").joinpath(f"examples/{name}").read_text(encoding="utf-8")
 
 
 def _repeat(text: str) -> int:
@@ -56,7 +58,8 @@ def _parser(prog: str = "latencykit experiment") -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=_repeat, help="rounds, interleaved ABBA (default: the file's repeat, else 1)")
     p.add_argument("--only", action="append", default=[], metavar="NAME", help="run this strategy (repeatable; the baseline always runs)")
     p.add_argument("--dry-run", action="store_true", help="print the exact commands, start nothing")
-    p.add_argument("--example", choices=EXAMPLES, help="print a ready experiment file and exit")
+    p.add_argument("--example", choices=EXAMPLES, help="print a ready experiment file and exit (quality: the shipped prompt "
+                   "set with known answers, JSONL)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--cluster", metavar="ADDRESS", help="send the traffic from Ray workers, as latencykit bench --cluster "
                    '(local:N here: the servers listen on this machine); needs pip install "latencykit[ray]"')  # fmt: skip

@@ -9,13 +9,16 @@ For each strategy in turn (rounds interleaved ABBA, `ExperimentSpec.order`):
    token, and its TTFT (later set against the same request sent again warm, median of 3);
 3. run the warm-up and the traffic through `run_bench` exactly as ``latencykit bench`` does,
    labelled ``strategy=NAME``, while ``/metrics`` is scraped (the doctor's reader) if asked;
-4. the quality pass (once per strategy): fixed prompts at temperature 0 (`_quality`);
+4. the quality pass (once per strategy): fixed prompts at temperature 0 (`_quality`), graded
+   against their known answers where they have them (`_tasks`);
 5. stop the process group (SIGTERM, SIGKILL after ``stop_timeout``) and check the port is free.
 
 A server that cannot start, exits, or never gets ready fails its strategy (reason, exit code,
 last 30 log lines) and the experiment goes on. Ctrl-C or SIGTERM stops every server started;
 the live ones are listed in ``<out>/servers.json`` while they run, and each carries
-``LATENCYKIT_EXPERIMENT=<run id>`` in its environment.
+``LATENCYKIT_EXPERIMENT=<run id>`` in its environment. Before the first start the machine's
+memory bandwidth is measured once (`_roofline`), and after the last stop every strategy's
+roofline TPOT is set beside its measured one.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ._file import ExperimentFileError, ExperimentSpec, StrategySpec, load_exper
 from ._quality import Answers, collect_answers, compare_answers, load_scorer, quality_prompts
 from ..bench._run import BenchConfig, _first_model, environment, resolve_levers, run_bench
 from ._memory import MemorySampler
+from ._roofline import machine, roofline, strategy_files
 from ._servers import ServerFailed, ServerProcess, ServerRegistry, free_port
 from ..bench._targets import Observed, TargetSpec, resolve_target
 from ..bench._traffic import TrafficRequest, generate, load_replay
@@ -61,6 +65,8 @@ class _Context:
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
     fleet: Any = None
     """The Ray workers (`latencykit.fleet.Fleet`) every strategy's traffic is sent from, or ``None``."""
+    machine: Optional[dict[str, Any]] = None
+    """CPU, cores, date and the bandwidth probe (`latencykit.experiment._roofline.machine`), when the roofline is on."""
 
     def say(self, text: str) -> None:
         if self.console is not None:
@@ -201,8 +207,11 @@ def _run_round(ctx: _Context, s: StrategySpec, rnd: int, want_answers: bool) -> 
             if getattr(bench, "partial", None):  # run_bench returns what it measured on Ctrl-C: the experiment stops
                 raise KeyboardInterrupt
             _check_alive(server, "during the traffic")
-            warm = sorted(o.ttft for o, _ in (probe.send(ctx.requests[0]) for _ in range(WARM_REPEATS)) if o.ttft is not None)
-            rr.warm_ttft_s = warm[len(warm) // 2] if warm else None
+            repeats = [probe.send(ctx.requests[0])[0] for _ in range(WARM_REPEATS)]
+            rr.warm_ttft_s = _median([o.ttft for o in repeats])
+            rr.warm_tpot_s = _median([o.tpot for o in repeats])
+            contexts = [o.input_tokens + o.output_tokens / 2 for o in repeats if o.input_tokens and o.output_tokens]
+            rr.warm_context = sum(contexts) / len(contexts) if contexts else None
         finally:
             probe.close()
         if want_answers:
@@ -236,6 +245,11 @@ def _run_round(ctx: _Context, s: StrategySpec, rnd: int, want_answers: bool) -> 
         ctx.say(f"  stopped ({rr.stop['how']}, {rr.stop['seconds']:.1f} s), port free: {'yes' if rr.stop['port_free'] else 'NO'}; "
                 f"peak RSS {_mb(rr.rss_peak)}")  # fmt: skip
     return rr, bench, answers
+
+
+def _median(values: Sequence[Optional[float]]) -> Optional[float]:
+    xs = sorted(v for v in values if v is not None)
+    return xs[len(xs) // 2] if xs else None
 
 
 def _warm_client(spec: ExperimentSpec) -> None:
@@ -342,6 +356,11 @@ def experiment(
     _warm_client(spec)
     registry = ServerRegistry(folder / "servers.json", spec.server.stop_timeout)
     ctx = _Context(spec, folder, registry, uuid.uuid4().hex[:12], requests, prompts, console if progress else None, progress)
+    if spec.roofline.enabled:
+        ctx.machine = machine(spec.roofline.threads)
+        bw = ctx.machine["bandwidth"]
+        ctx.say(f"memory bandwidth: {bw['bytes_per_s'] / 1e9:.1f} GB/s ({bw['threads']} thread(s), {bw['seconds']:.1f} s probe); "
+                f"{ctx.machine['cpu']}, {ctx.machine['cores']} cores")  # fmt: skip
     results = {s.name: StrategyResult(s.name, s.description, s.base_url, lossless=s.lossless,
                                       claim=None if s.claim is None else s.claim.to_dict())
                for _, s in order}  # fmt: skip
@@ -392,9 +411,17 @@ def _assemble(spec: ExperimentSpec, ctx: _Context, order: list[tuple[int, Strate
               cells: dict[str, Cell], configs: list[dict[str, Any]], interrupted: bool) -> ExperimentRun:  # fmt: skip
     base = results.get(spec.baseline)
     scorer = load_scorer(spec.quality.scorer) if spec.quality.scorer else None
+    grader = load_scorer(spec.quality.grader) if spec.quality.grader else None
+    expected: list[Any] = []
+    if spec.quality.file is not None:
+        from ._tasks import expected_answers
+
+        expected = expected_answers(spec.quality.file, len(ctx.prompts))
     for r in results.values():
         if base is not None and base.answers is not None and r.answers is not None:
-            r.quality = compare_answers(base.answers, r.answers, ctx.prompts, scorer)
+            r.quality = compare_answers(base.answers, r.answers, ctx.prompts, scorer, expected, grader)
+        if ctx.machine is not None:
+            r.roofline = _roofline(spec, ctx.machine, r)
     names = list(dict.fromkeys(s.name for _, s in order))
     ordered = sorted(cells.values(), key=lambda c: names.index(c.labels.get("strategy", "")) if c.labels.get("strategy") in names else len(names))
     base_target = ctx.targets.get(spec.baseline) or next(iter(ctx.targets.values()), None)
@@ -407,8 +434,28 @@ def _assemble(spec: ExperimentSpec, ctx: _Context, order: list[tuple[int, Strate
                  "interrupted": interrupted, "quality": {"prompts": len(ctx.prompts), "max_tokens": spec.quality.max_tokens,
                  "temperature": spec.quality.temperature, "scorer": spec.quality.scorer, "enabled": spec.quality.enabled},
                  "file": spec.raw, "targets": ctx.targets}  # fmt: skip
+    if ctx.machine is not None:
+        spec_dict["machine"] = ctx.machine
     env = environment()
     if ctx.fleet is not None:
         env["cluster"] = ctx.fleet.describe()
     bench = BenchRun(config, env, ordered)
     return ExperimentRun(bench, [results[n] for n in names], spec_dict)
+
+
+def _roofline(spec: ExperimentSpec, mach: dict[str, Any], r: StrategyResult) -> Optional[dict[str, Any]]:
+    """The strategy's roofline from its command line's model file, its warm context, and the bandwidth of where it ran
+    (a GPU when its server held GPU memory and NVML gave that GPU's peak, else the CPU probe)."""
+    s = spec.strategy(r.name)
+    if s.base_url:
+        return {"error": "a running server (base_url): its model file is not known here"}
+    done = [x for x in r.rounds if x.argv]
+    argv = done[0].argv if done else spec.argv(s, 0)
+    files = strategy_files(argv or [], spec.cwd(), s.model or spec.server.model)
+    on_gpu = bool(r.gpu_peak()) and any((d.get("server") or 0) > 0 for x in r.rounds for d in (x.gpu or []))
+    gpus = mach.get("gpus") or []
+    if on_gpu and gpus:
+        bandwidth, on = float(gpus[0]["bytes_per_s"]), f"gpu {gpus[0]['name']}"
+    else:
+        bandwidth, on = float(mach["bandwidth"]["bytes_per_s"]), f"cpu, {mach['bandwidth']['threads']} thread(s)"
+    return roofline(files, r.median("warm_context"), bandwidth, on)

@@ -8,7 +8,8 @@ slo = "ttft<=500ms"
 [load]           # concurrency or rate (a number or a list), arrivals, burstiness, duration, warmup, ramp, workers
 [server]         # command with {port} {model} {args} ({host} {name} {python}), ready, ready_timeout, metrics,
                  # env, cwd, port, target, model, args, request_model, stop_timeout, sample_interval
-[quality]        # prompts, max_tokens, temperature, file, scorer, extra_body, enabled
+[quality]        # prompts, max_tokens, temperature, file or set, scorer, grader, extra_body, enabled
+[roofline]       # enabled, threads (the bandwidth probe's; default 1)
 [[strategy]]     # name, description, model, args, env, command, base_url, target, request_model,
                  # claim, claim_metric, lossless, quality
 ```
@@ -36,7 +37,7 @@ from ._servers import find_executable, port_free
 from ..bench._stats import parse_slo
 from ..bench._targets import TARGETS, resolve_target
 
-__all__ = ["ExperimentFileError", "ExperimentSpec", "QualitySpec", "ServerTemplate", "StrategySpec", "load_experiment"]
+__all__ = ["ExperimentFileError", "ExperimentSpec", "QualitySpec", "RooflineSpec", "ServerTemplate", "StrategySpec", "load_experiment"]
 
 PLACEHOLDERS = ("port", "model", "args", "host", "name", "python")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -78,6 +79,18 @@ class QualitySpec:
     file: Optional[str] = None
     scorer: Optional[str] = None
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    grader: Optional[str] = None
+    """``module:function`` grading an answer against a prompt's known answer (`latencykit.experiment._tasks`)."""
+    set: Optional[str] = None
+    """A shipped prompt set with known answers (``basic``); ``file`` is then its path."""
+
+
+@dataclass(frozen=True)
+class RooflineSpec:
+    """The physical limit beside every TPOT (`latencykit.experiment._roofline`): the bandwidth probe's threads."""
+
+    enabled: bool = True
+    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,7 @@ class ExperimentSpec:
     folder: Path
     description: str = ""
     raw: dict[str, Any] = field(default_factory=dict)
+    roofline: RooflineSpec = field(default_factory=RooflineSpec)
 
     def strategy(self, name: str) -> StrategySpec:
         """The strategy called ``name``."""
@@ -214,11 +228,13 @@ _SERVER = {"command": (str, list), "ready": str, "ready_timeout": Num, "metrics"
            "port": int, "target": str, "model": str, "args": str, "request_model": str, "stop_timeout": Num,
            "sample_interval": Num}  # fmt: skip
 _QUALITY = {"enabled": bool, "prompts": int, "max_tokens": int, "temperature": Num, "file": str, "scorer": str,
-            "extra_body": dict}  # fmt: skip
+            "extra_body": dict, "grader": str, "set": str}  # fmt: skip
+_ROOFLINE = {"enabled": bool, "threads": int}
 _STRATEGY = {"name": str, "description": str, "model": str, "args": str, "env": dict, "command": (str, list),
              "base_url": str, "target": str, "request_model": str, "claim": str, "claim_metric": str, "lossless": bool,
              "quality": bool}  # fmt: skip
-_TABLES: dict[str, dict[str, Any]] = {"traffic": _TRAFFIC, "load": _LOAD, "server": _SERVER, "quality": _QUALITY}
+_TABLES: dict[str, dict[str, Any]] = {"traffic": _TRAFFIC, "load": _LOAD, "server": _SERVER, "quality": _QUALITY,
+                                       "roofline": _ROOFLINE}
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -330,21 +346,43 @@ def load_experiment(source: Union[str, os.PathLike[str], Mapping[str, Any]]) -> 
         raise ExperimentFileError(f"{src}: server.cwd: no such folder {server.cwd!r}")
 
     q = tables["quality"]
+    if "set" in q and "file" in q:
+        raise ExperimentFileError(f"{src}: quality.set: give a set ({q['set']!r}) or a file ({q['file']!r}), not both")
+    qfile = rel(q["file"]) if "file" in q else None
+    if "set" in q:
+        from ._tasks import builtin_set
+
+        try:
+            qfile = builtin_set(q["set"])
+        except ValueError as exc:
+            raise ExperimentFileError(f"{src}: quality.set: {exc}") from None
     quality = QualitySpec(enabled=q.get("enabled", True), prompts=q.get("prompts", 32), max_tokens=q.get("max_tokens", 32),
-                          temperature=float(q.get("temperature", 0.0)), file=rel(q["file"]) if "file" in q else None,
-                          scorer=q.get("scorer"), extra_body=dict(q.get("extra_body", {})))  # fmt: skip
+                          temperature=float(q.get("temperature", 0.0)), file=qfile, scorer=q.get("scorer"),
+                          extra_body=dict(q.get("extra_body", {})), grader=q.get("grader"), set=q.get("set"))  # fmt: skip
     for key in ("prompts", "max_tokens"):
         if getattr(quality, key) < 1:
             raise ExperimentFileError(f"{src}: quality.{key}: must be >= 1, got {getattr(quality, key)!r}")
     if quality.file is not None and not Path(quality.file).is_file():
         raise ExperimentFileError(f"{src}: quality.file: no such file {q['file']!r}")
-    if quality.scorer is not None:
-        from ._quality import load_scorer
+    if quality.file is not None:
+        from ._tasks import expected_answers
 
         try:
-            load_scorer(quality.scorer)
+            expected_answers(quality.file, quality.prompts)
         except ValueError as exc:
-            raise ExperimentFileError(f"{src}: quality.scorer: {exc}") from None
+            raise ExperimentFileError(f"{src}: quality.{'set' if quality.set else 'file'}: {exc}") from None
+    for key in ("scorer", "grader"):
+        if getattr(quality, key) is not None:
+            from ._quality import load_scorer
+
+            try:
+                load_scorer(getattr(quality, key))
+            except ValueError as exc:
+                raise ExperimentFileError(f"{src}: quality.{key}: {exc}") from None
+    ro = tables["roofline"]
+    roofline = RooflineSpec(enabled=ro.get("enabled", True), threads=ro.get("threads", 1))
+    if roofline.threads < 1:
+        raise ExperimentFileError(f"{src}: roofline.threads: must be >= 1, got {roofline.threads!r}")
 
     strategies: list[StrategySpec] = []
     for i, item in enumerate(raw_strategies):
@@ -387,7 +425,7 @@ def load_experiment(source: Union[str, os.PathLike[str], Mapping[str, Any]]) -> 
     if repeat < 1:
         raise ExperimentFileError(f"{src}: repeat: must be >= 1, got {repeat!r}")
     spec = ExperimentSpec(src, top.get("name", Path(src).stem), baseline, repeat, slos, traffic, load, server, quality,
-                          strategies, folder, top.get("description", ""), data)  # fmt: skip
+                          strategies, folder, top.get("description", ""), data, roofline)  # fmt: skip
     _check_runnable(spec)
     return spec
 

@@ -13,7 +13,13 @@ Per strategy against the baseline, over the prompts:
   before the first divergence (1.0 for identical answers);
 - edit agreement: 1 − token edit distance / the longer answer's length;
 - the user's scorer (``"module:function"``, called with prompt, baseline answer, candidate
-  answer; returns 0–1), its mean.
+  answer; returns 0–1), its mean;
+- task accuracy, where the prompts carry known answers (`latencykit.experiment._tasks`): the
+  share answered right, the baseline's own included.
+
+llama-server's per-answer ``timings`` (decode ms per token; with speculative decoding
+``draft_n`` / ``draft_n_accepted``: tokens drafted and accepted at temperature 0) are kept with
+the answers.
 
 Tokens are the server's own (``logprobs``) when both sides return them, else the words and
 punctuation marks of the text (one fixed rule, the same for every server).
@@ -104,19 +110,34 @@ class Answers:
     deterministic: Optional[bool] = None
     """Whether the first prompt, sent again at the end, got the same answer."""
     settings: dict[str, Any] = field(default_factory=dict)
+    timings: list[Optional[dict[str, Any]]] = field(default_factory=list)
+    """Per answer, the server's own ``timings`` (llama-server: ``predicted_per_token_ms``, ``draft_n``, ...), else ``None``."""
+
+    def drafts(self) -> Optional[dict[str, Any]]:
+        """Tokens drafted and accepted over the answers (llama-server's ``draft_n`` / ``draft_n_accepted``), or ``None``."""
+        got = [t for t in self.timings if t and t.get("draft_n") is not None]
+        if not got:
+            return None
+        drafted = sum(int(t["draft_n"]) for t in got)
+        accepted = sum(int(t.get("draft_n_accepted") or 0) for t in got)
+        return {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted if drafted else None, "answers": len(got)}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
         return {"texts": self.texts, "tokens": self.tokens, "errors": self.errors, "deterministic": self.deterministic,
-                "settings": self.settings}  # fmt: skip
+                "settings": self.settings, "timings": self.timings, "drafts": self.drafts()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Answers":
         """Inverse of `to_dict`."""
-        return cls(list(d["texts"]), list(d["tokens"]), list(d.get("errors", [])), d.get("deterministic"), dict(d.get("settings", {})))
+        return cls(list(d["texts"]), list(d["tokens"]), list(d.get("errors", [])), d.get("deterministic"), dict(d.get("settings", {})),
+                   list(d.get("timings") or []))  # fmt: skip
 
 
-def _openai_answer(client: Any, body: dict[str, Any], logprobs: bool) -> tuple[str, Optional[list[str]]]:
+_TIMINGS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "predicted_per_token_ms", "draft_n", "draft_n_accepted")
+
+
+def _openai_answer(client: Any, body: dict[str, Any], logprobs: bool) -> tuple[str, Optional[list[str]], Optional[dict[str, Any]]]:
     kw = dict(body)
     if logprobs:
         kw["logprobs"] = True
@@ -127,10 +148,13 @@ def _openai_answer(client: Any, body: dict[str, Any], logprobs: bool) -> tuple[s
     if not text and msg.tool_calls:
         text = json.dumps([[c.function.name, c.function.arguments] for c in msg.tool_calls])
     content = getattr(choice.logprobs, "content", None) if choice.logprobs is not None else None
-    return text, ([c.token for c in content] if content else None)
+    extra = resp.model_extra or {}
+    timings = extra.get("timings") if isinstance(extra.get("timings"), dict) else None
+    kept = {k: timings[k] for k in _TIMINGS if k in timings} if timings else None
+    return text, ([c.token for c in content] if content else None), kept
 
 
-def _anthropic_answer(client: Any, body: dict[str, Any]) -> tuple[str, Optional[list[str]]]:
+def _anthropic_answer(client: Any, body: dict[str, Any]) -> tuple[str, Optional[list[str]], Optional[dict[str, Any]]]:
     resp = client.messages.create(**body)
     parts = []
     for block in resp.content:
@@ -138,7 +162,7 @@ def _anthropic_answer(client: Any, body: dict[str, Any]) -> tuple[str, Optional[
             parts.append(block.text)
         elif block.type == "tool_use":
             parts.append(json.dumps([block.name, block.input]))
-    return "".join(parts), None
+    return "".join(parts), None, None
 
 
 def collect_answers(target: TargetSpec, prompts: Sequence[TrafficRequest], *, max_tokens: int, temperature: float = 0.0,
@@ -148,6 +172,7 @@ def collect_answers(target: TargetSpec, prompts: Sequence[TrafficRequest], *, ma
                 "extra_body": dict(extra_body or {})}  # fmt: skip
     texts: list[Optional[str]] = []
     tokens: list[Optional[list[str]]] = []
+    timings: list[Optional[dict[str, Any]]] = []
     errors: list[str] = []
     plain = TargetSpec(target.kind, target.api, target.base_url, target.model, target.api_key)
     if target.api == "anthropic":
@@ -160,7 +185,7 @@ def collect_answers(target: TargetSpec, prompts: Sequence[TrafficRequest], *, ma
         client = openai.OpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=1, timeout=timeout)
     logprobs = target.api == "openai" and target.kind != "anthropic"
 
-    def ask(req: TrafficRequest) -> tuple[Optional[str], Optional[list[str]]]:
+    def ask(req: TrafficRequest) -> tuple[Optional[str], Optional[list[str]], Optional[dict[str, Any]]]:
         nonlocal logprobs
         try:
             if target.api == "anthropic":
@@ -183,18 +208,19 @@ def collect_answers(target: TargetSpec, prompts: Sequence[TrafficRequest], *, ma
                 return _openai_answer(client, body, False)
         except Exception as exc:
             errors.append(f"prompt {req.index}: {type(exc).__name__}: {str(exc)[:200]}")
-            return None, None
+            return None, None, None
 
     try:
         for req in prompts:
-            text, toks = ask(req)
+            text, toks, tim = ask(req)
             texts.append(text)
             tokens.append(toks)
-        again, _ = ask(prompts[0]) if prompts else (None, None)
+            timings.append(tim)
+        again = ask(prompts[0])[0] if prompts else None
     finally:
         client.close()
     deterministic = None if again is None or texts[0] is None else again == texts[0]
-    return Answers(texts, tokens, errors, deterministic, settings)
+    return Answers(texts, tokens, errors, deterministic, settings, timings)
 
 
 def _prefix(a: Sequence[str], b: Sequence[str]) -> int:
@@ -233,6 +259,12 @@ class QualityResult:
     diverged: list[dict[str, Any]] = field(default_factory=list)
     """The first few prompts that differ: index, token position of the first divergence, both tokens."""
     failed: int = 0
+    accuracy: Optional[float] = None
+    """The share of prompts with a known answer answered right (`latencykit.experiment._tasks`), ``None`` if none has one."""
+    correct: Optional[float] = None
+    graded: int = 0
+    right: list[Optional[float]] = field(default_factory=list)
+    """Per prompt: 1 right, 0 wrong (or the grader's score), ``None`` where nothing was graded."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
@@ -245,8 +277,10 @@ class QualityResult:
 
 
 def compare_answers(base: Answers, cand: Answers, prompts: Sequence[TrafficRequest] = (),
-                    scorer: Optional[Callable[[str, str, str], float]] = None) -> QualityResult:  # fmt: skip
-    """Exact match, prefix and edit agreement (and the scorer's mean) over the prompts both answered."""
+                    scorer: Optional[Callable[[str, str, str], float]] = None,
+                    expected: Sequence[Optional[dict[str, Any]]] = (), grader: Optional[Callable[..., Any]] = None) -> QualityResult:  # fmt: skip
+    """Exact match, prefix and edit agreement (and the scorer's mean) over the prompts both answered; task accuracy
+    of ``cand`` where ``expected`` holds known answers (`latencykit.experiment._tasks.accuracy`)."""
     server = all(t is not None for t in base.tokens + cand.tokens) and bool(base.tokens)
     exact: list[float] = []
     prefix: list[float] = []
@@ -278,5 +312,11 @@ def compare_answers(base: Answers, cand: Answers, prompts: Sequence[TrafficReque
     def mean(xs: list[float]) -> Optional[float]:
         return sum(xs) / len(xs) if xs else None
 
-    return QualityResult(len(exact), mean(exact), mean(prefix), mean(edit), mean(scores) if scorer else None,
-                         "server" if server else "text", diverged, failed)  # fmt: skip
+    result = QualityResult(len(exact), mean(exact), mean(prefix), mean(edit), mean(scores) if scorer else None,
+                           "server" if server else "text", diverged, failed)  # fmt: skip
+    if any(e is not None for e in expected):
+        from ._tasks import accuracy
+
+        acc = accuracy(cand.texts, expected, [prompt_text(p) for p in prompts], grader)
+        result.accuracy, result.correct, result.graded, result.right = acc["accuracy"], acc["correct"], acc["graded"], acc["right"]
+    return result

@@ -31,9 +31,9 @@ __all__ = ["ExperimentRun", "RoundResult", "Row", "StrategyResult", "TABLE_METRI
 
 TABLE_METRICS = ("ttft:p50", "ttft:p95", "ttft:p99", "tpot:p50", "tpot:p99", "e2e:p99")
 """The percentiles of the article's table, each with its speed-up against the baseline."""
-MEASURED_KEYS = ("run_id", "interrupted", "targets")
+MEASURED_KEYS = ("run_id", "interrupted", "targets", "machine")
 """`ExperimentRun.spec` keys that are facts of the run (the section ``experiment``), not what was asked (``config``)."""
-COLD_START = ("ready_s", "first_token_s", "first_ttft_s", "warm_ttft_s")
+COLD_START = ("ready_s", "first_token_s", "first_ttft_s", "warm_ttft_s", "warm_tpot_s")
 
 
 @dataclass
@@ -53,6 +53,10 @@ class RoundResult:
     """That first request's TTFT."""
     warm_ttft_s: Optional[float] = None
     """The same request's TTFT sent again after the traffic (median of 3)."""
+    warm_tpot_s: Optional[float] = None
+    """Those warm repeats' TPOT (median of 3): one stream alone, what the roofline is set against."""
+    warm_context: Optional[float] = None
+    """Their mean context while decoding: input tokens + half the output tokens."""
     rss_ready: Optional[int] = None
     rss_peak: Optional[int] = None
     processes: int = 0
@@ -82,6 +86,8 @@ class StrategyResult:
     quality: Optional[QualityResult] = None
     lossless: bool = False
     claim: Optional[dict[str, Any]] = None
+    roofline: Optional[dict[str, Any]] = None
+    """Bytes read per token, bandwidth and the roofline TPOT (`latencykit.experiment._roofline.roofline`), or its ``error``."""
 
     @property
     def failed(self) -> Optional[str]:
@@ -116,7 +122,7 @@ class StrategyResult:
         return {"name": self.name, "description": self.description, "base_url": self.base_url,
                 "rounds": [r.to_dict() for r in self.rounds], "answers": None if self.answers is None else self.answers.to_dict(),
                 "quality": None if self.quality is None else self.quality.to_dict(), "lossless": self.lossless,
-                "claim": self.claim}  # fmt: skip
+                "claim": self.claim, "roofline": self.roofline}  # fmt: skip
 
     def asked(self) -> dict[str, Any]:
         """What the file asked of this strategy (the run file's ``config.experiment.strategies[i]``)."""
@@ -129,7 +135,22 @@ class StrategyResult:
         d = self.to_dict()
         return {"name": self.name, "failed": self.failed, "rounds": d["rounds"], "answers": d["answers"], "quality": d["quality"],
                 "cold_start": {k: self.median(k) for k in COLD_START},
-                "memory": {"rss_peak": self.peak("rss_peak"), "gpu_peak": self.gpu_peak()}}  # fmt: skip
+                "memory": {"rss_peak": self.peak("rss_peak"), "gpu_peak": self.gpu_peak()}, "roofline": self.roofline,
+                "speculation": self.speculation()}  # fmt: skip
+
+    def speculation(self) -> Optional[dict[str, Any]]:
+        """Draft tokens proposed and accepted: over the traffic (``/metrics``, summed over the rounds) and at temperature 0
+        (the quality pass's answers, llama-server's ``timings``); ``None`` where the server reported neither."""
+        drafted = [r.metrics.get("spec_draft_tokens") for r in self.rounds if r.metrics]
+        accepted = [r.metrics.get("spec_accepted_tokens") for r in self.rounds if r.metrics]
+        traffic = None
+        if any(d is not None for d in drafted):
+            n, a = int(sum(d or 0 for d in drafted)), int(sum(x or 0 for x in accepted))
+            traffic = {"drafted": n, "accepted": a, "rate": a / n if n else None, "source": "/metrics over the traffic"}
+        greedy = None if self.answers is None else self.answers.drafts()
+        if greedy is not None:
+            greedy = {**greedy, "source": "timings draft_n / draft_n_accepted of the quality answers (temperature 0)"}
+        return None if traffic is None and greedy is None else {"traffic": traffic, "greedy": greedy}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StrategyResult":
@@ -137,7 +158,7 @@ class StrategyResult:
         return cls(d["name"], d.get("description", ""), d.get("base_url"), [RoundResult(**r) for r in d.get("rounds", [])],
                    None if d.get("answers") is None else Answers.from_dict(d["answers"]),
                    None if d.get("quality") is None else QualityResult.from_dict(d["quality"]), bool(d.get("lossless")),
-                   d.get("claim"))  # fmt: skip
+                   d.get("claim"), d.get("roofline"))  # fmt: skip
 
 
 @dataclass
@@ -236,11 +257,58 @@ class ExperimentRun:
                 if r.stop and r.stop.get("left"):
                     out.append(f"{s.name} round {r.round + 1}: processes {r.stop['left']} outlived the stop")
         for row in self.rows():
+            spec = row.strategy.speculation() or {}
+            drafts = next((d for d in (spec.get("traffic"), spec.get("greedy")) if d and d.get("drafted")), None)
+            tpot = row.comparisons.get("tpot:p50")
+            if drafts is not None and tpot is not None and tpot.speedup is not None and tpot.speedup < 1 and tpot.significant:
+                where = "over the traffic" if drafts is spec.get("traffic") else "at temperature 0"
+                out.append(f"{row.strategy.name}: drafting costs more than it saves — {drafts['accepted']:,} of "
+                           f"{drafts['drafted']:,} drafted tokens accepted {where} ({(drafts['rate'] or 0):.0%}), TPOT P50 "
+                           f"{tpot.speedup:.2f}× the baseline's (slower beyond noise)")  # fmt: skip
             v = row.claim
             if v is not None and v.status == "outside" and v.measured is not None and v.measured < v.claim.low:
                 out.append(f"{row.strategy.name}: measured {v.measured:.2f}× against a claimed {v.claim} — below the claim "
                            "beyond noise: look for the bottleneck elsewhere (the article's §3.2: client, network, CPU "
                            "pre-processing, or a server that is not memory-bound here)")  # fmt: skip
+        return out
+
+    def limits(self) -> list[dict[str, Any]]:
+        """Per strategy (baseline first) the roofline against the measured single-stream TPOT: ``bytes`` read per token,
+        ``roofline_s``, ``tpot_s`` (the warm repeats' median), ``share`` = roofline / measured, and against the baseline
+        ``fewer_bytes`` (its bytes / these) and ``faster`` (its TPOT / this one); ``error`` where there is no figure."""
+        rows = []
+        base = self.result(self.baseline) if any(s.name == self.baseline for s in self.strategies) else None
+        b_roof = (base.roofline or {}) if base is not None else {}
+        b_tpot = base.median("warm_tpot_s") if base is not None else None
+        for s in sorted(self.strategies, key=lambda x: x.name != self.baseline):
+            r = s.roofline or {}
+            tpot = s.median("warm_tpot_s")
+            row: dict[str, Any] = {"strategy": s.name, "baseline": s.name == self.baseline, "error": r.get("error"),
+                                   "bytes": r.get("bytes_per_token"), "roofline_s": r.get("roofline_tpot_s"), "tpot_s": tpot,
+                                   "on": r.get("on"), "context": r.get("context_tokens")}  # fmt: skip
+            row["share"] = row["roofline_s"] / tpot if row["roofline_s"] and tpot else None
+            row["fewer_bytes"] = b_roof["bytes_per_token"] / row["bytes"] if b_roof.get("bytes_per_token") and row["bytes"] else None
+            row["faster"] = b_tpot / tpot if b_tpot and tpot else None
+            rows.append(row)
+        return rows
+
+    def limit_lines(self) -> list[str]:
+        """One sentence per strategy against the baseline: ``q4_0: 3.6× fewer bytes than f16, 1.6× faster: 44 % of the roofline``."""
+        out = []
+        for r in self.limits():
+            if r["share"] is None:
+                continue
+            if r["baseline"]:
+                out.append(f"{r['strategy']}: {r['bytes'] / 1e6:,.1f} MB per token, {r['tpot_s'] * 1000:.1f} ms measured against "
+                           f"{r['roofline_s'] * 1000:.1f} ms at full bandwidth: {r['share']:.0%} of the roofline")  # fmt: skip
+                continue
+            fb, fa = r["fewer_bytes"], r["faster"]
+            if fb is None or fa is None:
+                continue
+            words = "about the same bytes" if abs(fb - 1) < 0.02 else f"{fb:.2f}× fewer bytes" if fb > 1 else f"{1 / fb:.2f}× more bytes"
+            speed = f"{fa:.2f}× faster" if fa >= 1 else f"{1 / fa:.2f}× slower"
+            than = "as" if words.startswith("about") else "than"
+            out.append(f"{r['strategy']}: {words} {than} {self.baseline}, {speed}: {r['share']:.0%} of the roofline")
         return out
 
     # -- views ---------------------------------------------------------------------------------
@@ -336,7 +404,11 @@ class ExperimentRun:
                 "rss_peak": s.peak("rss_peak"), "gpu_peak": s.gpu_peak(),
                 "exact_match": None if q is None else q.exact_match, "prefix_agreement": None if q is None else q.prefix_agreement,
                 "edit_agreement": None if q is None else q.edit_agreement, "score": None if q is None else q.score,
+                "accuracy": None if q is None else q.accuracy, "correct": None if q is None else q.correct,
+                "graded": None if q is None else q.graded,
                 "claim": None if r.claim is None else r.claim.to_dict(),
+                "warm_tpot_s": s.median("warm_tpot_s"), "roofline_tpot_s": (s.roofline or {}).get("roofline_tpot_s"),
+                "speculation": s.speculation(),
             })  # fmt: skip
         return {"name": self.spec.get("name"), "baseline": self.baseline, "emulated": self.emulated, "rows": rows}
 

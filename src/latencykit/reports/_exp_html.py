@@ -76,7 +76,7 @@ def _cold_bars(run: ExperimentRun) -> str:
 
 def _table(run: ExperimentRun) -> str:
     head = ["strategy", "load", "TTFT P50 ms", "P95", "P99", "TPOT P50", "P99", "E2E P99", "req/s", "tok/s", "goodput",
-            "ready s", "1st token s", "peak RSS", "GPU", "exact", "prefix · edit", "claim"]  # fmt: skip
+            "ready s", "1st token s", "peak RSS", "GPU", "accuracy", "exact", "prefix · edit", "claim"]  # fmt: skip
     body = []
     for r in run.rows():
         s, c = r.strategy, r.cell
@@ -95,6 +95,7 @@ def _table(run: ExperimentRun) -> str:
                   "-" if g is None or g["attainment"] is None else f"{g['attainment'] * 100:.0f}%",
                   _f(s.median("ready_s")), _f(s.median("first_token_s")), gib(s.peak("rss_peak")),
                   " · ".join(gib(x) for x in (s.gpu_peak() or [])) or "n/a",
+                  "-" if q is None or q.accuracy is None else f"{q.correct:g}/{q.graded}",
                   "baseline" if r.baseline else ("-" if q is None or q.exact_match is None else f"{q.exact_match * 100:.0f}%"),
                   "baseline" if r.baseline else ("-" if q is None or q.prefix_agreement is None else
                                                  f"{q.prefix_agreement:.2f} · {q.edit_agreement or 0:.2f}"),
@@ -104,6 +105,20 @@ def _table(run: ExperimentRun) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table><p><small>{html.escape(LEGEND)}</small></p>"
 
 
+def _limits(run: ExperimentRun) -> str:
+    """The roofline table: bytes per token, the limit, the measured single-stream TPOT, the share reached."""
+    rows = [r for r in run.limits() if r["bytes"] is not None]
+    if not rows:
+        return ""
+    head = ["strategy", "MB per token", "roofline TPOT ms", "measured 1-stream TPOT ms", "share of the limit", "on"]
+    body = ["<tr>" + "".join(f"<td>{html.escape(x)}</td>" for x in (
+        r["strategy"], f"{r['bytes'] / 1e6:,.1f}", ms(r["roofline_s"]), ms(r["tpot_s"]),
+        "-" if r["share"] is None else f"{r['share']:.0%}", str(r["on"]))) + "</tr>" for r in rows]  # fmt: skip
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    lines = "".join(f"<li>{html.escape(x)}</li>" for x in run.limit_lines())
+    return f"<h3>decode against the physical limit</h3><table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table><ul>{lines}</ul>"
+
+
 def _f(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -111,7 +126,7 @@ def _f(v: Optional[float]) -> str:
 def render_experiment(run: ExperimentRun, standalone: bool = True) -> str:
     """The report as HTML (a whole page, or a fragment for notebooks)."""
     tag = "EMULATED — " if run.emulated else ""
-    parts = [f"<h2>{tag}latencykit experiment: {html.escape(str(run.spec.get('name')))}</h2>", _table(run)]
+    parts = [f"<h2>{tag}latencykit experiment: {html.escape(str(run.spec.get('name')))}</h2>", _table(run), _limits(run)]
     for line in run.findings():
         parts.append(f'<p style="color:#b35900">finding: {html.escape(line)}</p>')
     rows = run.rows()

@@ -5,9 +5,13 @@ that fit 80 columns.
    with its speed-up against the baseline (``*`` = beyond noise: the 95 % intervals do not
    overlap);
 2. throughput, goodput under the SLO, and the claim's verdict;
-3. cost and quality: cold start (spawn → ready, spawn → first token, that first request's TTFT
-   against the same request warm), peak memory (RSS of the process tree, GPU per device), and
-   the answers against the baseline's (exact match, prefix / edit agreement, the scorer's mean).
+3. cost: cold start (spawn → ready, spawn → first token, that first request's TTFT against the
+   same request warm), peak memory (RSS of the process tree, GPU per device);
+4. quality: task accuracy on prompts with known answers, and the answers against the
+   baseline's (exact match, prefix / edit agreement, the scorer's mean);
+5. decode against the physical limit: bytes read per token, the roofline TPOT at the measured
+   bandwidth, the measured single-stream TPOT and the share of the limit reached, beside the
+   speculative strategies' drafted and accepted tokens.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from ..bench._compare import Comparison
 from ..experiment._run import ExperimentRun, Row
 from ._report import ms
 
-__all__ = ["cost_table", "latency_table", "load_table", "print_experiment"]
+__all__ = ["cost_table", "latency_table", "limit_table", "load_table", "print_experiment", "quality_table"]
 
 LEGEND = ("ms; under each figure its speed-up = baseline / strategy (> 1× is faster), * = beyond noise (the 95% "
           "intervals do not overlap); ~ = too few samples for that percentile; TTFT/E2E count from the intended send")  # fmt: skip
@@ -111,36 +115,84 @@ def load_table(run: ExperimentRun) -> Table:
 
 
 def cost_table(run: ExperimentRun) -> Table:
-    """Part 3: cold start, memory and quality per strategy."""
-    scorer = any(s.quality is not None and s.quality.score is not None for s in run.strategies)
+    """Part 3: cold start and memory per strategy."""
     notes = sorted({r.gpu_note for s in run.strategies for r in s.rounds if r.gpu_note and not r.gpu})
-    cols = ["strategy", "ready", "1st tok", "1st/warm", "RSS", "GPU", "exact", "agree"] + (["score"] if scorer else [])
     caption = ("ready: s from spawn to the ready path's 200; 1st tok: s from spawn to the first token of the first "
                "request; 1st/warm: ms, that request's TTFT, then the same request's after the traffic (median of 3); "
-               "RSS, GPU: MiB, peak of the server's process tree; exact, agree (prefix/edit): answers against the "
-               "baseline's") + (f"; GPU {notes[0]}" if notes else "")  # fmt: skip
-    t = _table("cold start, memory, quality", cols, caption)
+               "RSS, GPU: MiB, peak of the server's process tree") + (f"; GPU {notes[0]}" if notes else "")  # fmt: skip
+    t = _table("cold start, memory", ["strategy", "ready", "1st tok", "1st/warm", "RSS", "GPU"], caption)
     for s in sorted(run.strategies, key=lambda x: x.name != run.baseline):
-        q = s.quality
         f, w = s.median("first_ttft_s"), s.median("warm_ttft_s")
         cold = "-" if f is None else f"{f * 1000:.0f}/" + ("-" if w is None else f"{w * 1000:.0f}")
         gpu = s.gpu_peak()
+        ready, first, rss = s.median("ready_s"), s.median("first_token_s"), s.peak("rss_peak")
+        t.add_row(s.name + (" [red]failed[/red]" if s.failed else ""), "-" if ready is None else f"{ready:.2f}",
+                  "-" if first is None else f"{first:.2f}", cold, "n/a" if rss is None else f"{rss / 2**20:,.0f}",
+                  "/".join(f"{g / 2**20:,.0f}" for g in gpu) if gpu else "n/a")  # fmt: skip
+    return t
+
+
+def quality_table(run: ExperimentRun) -> Table:
+    """Part 4: task accuracy and agreement with the baseline per strategy."""
+    scorer = any(s.quality is not None and s.quality.score is not None for s in run.strategies)
+    graded = any(s.quality is not None and s.quality.accuracy is not None for s in run.strategies)
+    cols = ["strategy"] + (["accuracy"] if graded else []) + ["exact", "prefix", "edit"] + (["score"] if scorer else [])
+    caption = (("accuracy: prompts answered right / prompts with a known answer; " if graded else "")
+               + "exact: answers identical to the baseline's; prefix: share of the baseline's tokens matched before "
+               "the first divergence; edit: 1 − edit distance / longer answer")  # fmt: skip
+    t = _table("quality", cols, caption)
+    for s in sorted(run.strategies, key=lambda x: x.name != run.baseline):
+        q = s.quality
+        cells = [s.name + (" (base)" if s.name == run.baseline else "")]
+        if graded:
+            cells.append("-" if q is None or q.accuracy is None else f"{q.correct:g}/{q.graded} {q.accuracy:.0%}")
         if q is None or q.exact_match is None:
-            exact, agree = "-", "-"
+            cells += ["-", "-", "-"]
         elif s.name == run.baseline:
-            exact, agree = "base", "base"
+            cells += ["base", "base", "base"]
         else:
             exact = f"{q.exact_match * 100:.0f}%"
-            agree = f"{q.prefix_agreement or 0:.2f}/{q.edit_agreement or 0:.2f}"
             if s.lossless and q.exact_match < 1:
                 exact = f"[bold yellow]{exact}![/bold yellow]"
-        ready, first, rss = s.median("ready_s"), s.median("first_token_s"), s.peak("rss_peak")
-        cells = [s.name + (" [red]failed[/red]" if s.failed else ""), "-" if ready is None else f"{ready:.2f}",
-                 "-" if first is None else f"{first:.2f}", cold, "n/a" if rss is None else f"{rss / 2**20:,.0f}",
-                 "/".join(f"{g / 2**20:,.0f}" for g in gpu) if gpu else "n/a", exact, agree]  # fmt: skip
+            cells += [exact, f"{q.prefix_agreement or 0:.2f}", f"{q.edit_agreement or 0:.2f}"]
         if scorer:
             cells.append("-" if q is None or q.score is None else f"{q.score:.2f}")
         t.add_row(*cells)
+    return t
+
+
+def _acceptance(s: Any) -> str:
+    spec = s.speculation() or {}
+    parts = []
+    for key in ("traffic", "greedy"):
+        d = spec.get(key)
+        if d and d.get("drafted"):
+            parts.append(f"{d['rate']:.0%} of {d['drafted']:,}")
+        elif d is not None:
+            parts.append("0 drafted")
+    return " / ".join(parts) or "-"
+
+
+def limit_table(run: ExperimentRun) -> Optional[Table]:
+    """Part 5: the roofline TPOT against the measured one, and speculative decoding's acceptance; ``None`` without figures."""
+    rows = run.limits()
+    if not any(r["bytes"] for r in rows) and not any(s.speculation() for s in run.strategies):
+        return None
+    bw = ((run.spec.get("machine") or {}).get("bandwidth") or {})
+    where = f"{bw['bytes_per_s'] / 1e9:.1f} GB/s measured ({bw.get('threads')} thread(s) of a numpy copy)" if bw else "no bandwidth"
+    t = _table("decode against the physical limit", ("strategy", "MB/tok", "limit", "1-seq", "of limit", "spec accepted"),
+               f"MB/tok: weights + KV read per token; limit: ms per token at {where}; 1-seq: ms, the warm single-stream "
+               "TPOT (median of 3); of limit: limit / 1-seq; spec accepted: draft tokens accepted of those drafted, over "
+               "the traffic (/metrics) / at temperature 0 (the quality answers)")  # fmt: skip
+    by_name = {s.name: s for s in run.strategies}
+    for r in rows:
+        s = by_name[r["strategy"]]
+        name = r["strategy"] + (" (base)" if r["baseline"] else "")
+        if r["bytes"] is None:
+            t.add_row(name, "n/a", "n/a", short_ms(r["tpot_s"]), "-", _acceptance(s))
+            continue
+        t.add_row(name, f"{r['bytes'] / 1e6:,.1f}", short_ms(r["roofline_s"]), short_ms(r["tpot_s"]),
+                  "-" if r["share"] is None else f"{r['share']:.0%}", _acceptance(s))  # fmt: skip
     return t
 
 
@@ -159,18 +211,32 @@ def print_experiment(run: ExperimentRun, console: Optional[Console] = None) -> N
     console.print(cost_table(run))
     q = run.spec.get("quality") or {}
     if q.get("enabled", True):
+        console.print(quality_table(run))
         first = next((s.quality for s in run.strategies if s.quality is not None), None)
         tokens = "the server's tokens (logprobs)" if first is not None and first.tokens == "server" else "words and punctuation of the text"
         console.print(f"[dim]quality: {q.get('prompts')} fixed prompts, one at a time, temperature {q.get('temperature')}, "
-                      f"max_tokens {q.get('max_tokens')}, not streamed; tokens = {tokens}; prefix agreement = share of the "
-                      "baseline's tokens matched before the first divergence; edit = 1 − edit distance / longer answer. "
+                      f"max_tokens {q.get('max_tokens')}, not streamed; tokens = {tokens}. "
                       "The first request's figures include the client's first-call cost (tens of ms).[/dim]",
                       highlight=False)  # fmt: skip
+    limits = limit_table(run)
+    if limits is not None:
+        console.print(limits)
+        for line in run.limit_lines():
+            console.print(f"limit {escape(line)}", highlight=False, soft_wrap=True)
+    mach = run.spec.get("machine")
+    if mach:
+        console.print(f"[dim]machine: {escape(str(mach.get('cpu')))}, {mach.get('cores')} cores, {mach.get('date')}; GPU: "
+                      f"{escape(', '.join(g['name'] for g in mach.get('gpus') or []) or str(mach.get('gpu_note') or 'none'))}[/dim]",
+                      highlight=False)  # fmt: skip
+    unread: set[str] = set()
     for s in run.strategies:
         for r in s.rounds:
             m = r.metrics
             if m and not m.get("error"):
                 console.print(f"server /metrics, {s.name} round {r.round + 1}: " + _metrics_line(m), highlight=False)
+            elif m and m.get("error") not in unread:
+                unread.add(m["error"])
+                console.print(f"server /metrics not read ({s.name} round {r.round + 1}): {escape(str(m['error']))}", highlight=False)
     for line in run.findings():
         console.print(f"[bold yellow]finding[/bold yellow] {escape(line)}", highlight=False, soft_wrap=True)
     for s in run.failed:
