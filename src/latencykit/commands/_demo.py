@@ -107,7 +107,7 @@ def _ms(v: float | None) -> str:
 # Reasoning models on the emulator (docs/emulator.md, "Reasoning models"): 64 reasoning tokens,
 # those not streamed 2 ms apart, then the answer.
 _REASONING_HEADERS = {"x-emulator-reasoning-tokens": "64", "x-emulator-reasoning-tpot-ms": "2", "x-emulator-output-tokens": "24"}
-_ASK = [{"role": "user", "content": "Is 221 a prime number?"}]
+_ASK: Any = [{"role": "user", "content": "Is 221 a prime number?"}]
 
 
 def _reasoning_calls(base_url: str, console: Console) -> None:
