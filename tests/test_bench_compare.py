@@ -66,6 +66,35 @@ def test_gate_needs_the_difference_to_be_beyond_noise() -> None:
         parse_metric("ttft:p42")
 
 
+def test_a_p99_from_twenty_requests_is_never_beyond_noise() -> None:
+    """20 requests cannot bound a P99 from above: one slow request (CI: a shared box's hiccup) never fails the gate,
+    while the same shift from 2,000 requests does; the interval's open side is shown as such."""
+    from latencykit.bench._stats import percentiles
+    from latencykit.reports._report import pct_text
+
+    def cell(values: list[float]) -> Cell:
+        c = Cell({}, {}, {"mode": "closed", "concurrency": 1})
+        c.sketches["ttft"].add_many(values)
+        return c
+
+    base = [0.254 + i * 1e-5 for i in range(20)]
+    hiccup = base[:-1] + [0.285]  # the slowest of 20 is 12 % slower
+    [rows] = [compare_cells(cell(base), cell(hiccup), ["ttft:p99", "ttft:p50"])]
+    assert rows[0].change == pytest.approx(0.12, abs=0.02)
+    assert rows[0].base.hi_open and not rows[0].significant
+    assert gate(rows, 0.1) == []
+    p99 = percentiles(cell(base).sketches["ttft"], [0.99])[0.99]
+    assert pct_text(p99, True).startswith("~") and "–≥" in pct_text(p99, True)
+    # From enough requests the same P99 shift is measured and gated.
+    big = [0.254 * (1 + 0.001 * (i % 100)) for i in range(2000)]
+    [big_rows] = [compare_cells(cell(big), cell([v * 1.12 for v in big]), ["ttft:p99"])]
+    assert not big_rows[0].base.hi_open and big_rows[0].significant and gate(big_rows, 0.1) == big_rows
+    # P50 from 5 requests is open on both sides (1 − 2·0.5⁵ < 95 %); from 20 it is closed.
+    p50 = percentiles(cell(base[:5]).sketches["ttft"], [0.5])[0.5]
+    assert p50.lo_open and p50.hi_open and p50.lower is None and p50.upper is None
+    assert not rows[1].base.lo_open and not rows[1].base.hi_open
+
+
 def test_compare_rejects_files_that_are_not_runs(tmp_path: Path) -> None:
     """A wrong file is a usage error (exit 2), not a pass."""
     bad = tmp_path / "bad.json"

@@ -5,6 +5,13 @@ Confidence interval of the q-quantile from n samples: the order statistics at ra
 the true quantile; z = 1.96 for 95 %). They are read from the sketch, so they stay exact
 after merging and carry the sketch's relative error α on top. A percentile is flagged
 unreliable when n < 10 / (1 - q) (e.g. P99 from fewer than 1,000 samples).
+
+When a rank falls outside the sample (the upper one for P99 from fewer than about 400
+samples; either one for P50 from fewer than about 8), the sample does not bound the
+quantile on that side: the bound shown is the largest (smallest) value seen and the side is
+marked *open* (`Pct.hi_open`, `Pct.lo_open`). Comparisons never call a difference
+significant across an open side — 20 requests cannot show that a P99 moved, however far
+their slowest value lies from the baseline's.
 """
 
 from __future__ import annotations
@@ -32,6 +39,20 @@ class Pct:
     lo: Optional[float]
     hi: Optional[float]
     n: int
+    lo_open: bool = False
+    """The sample does not bound the quantile from below: ``lo`` is only the smallest value seen."""
+    hi_open: bool = False
+    """The sample does not bound the quantile from above: ``hi`` is only the largest value seen."""
+
+    @property
+    def lower(self) -> Optional[float]:
+        """The interval's lower bound, ``None`` when there is none (open side or no samples)."""
+        return None if self.lo_open else self.lo
+
+    @property
+    def upper(self) -> Optional[float]:
+        """The interval's upper bound, ``None`` when there is none (open side or no samples)."""
+        return None if self.hi_open else self.hi
 
     @property
     def reliable(self) -> bool:
@@ -40,7 +61,8 @@ class Pct:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
-        return {"q": self.q, "value": self.value, "lo": self.lo, "hi": self.hi, "n": self.n, "reliable": self.reliable}
+        return {"q": self.q, "value": self.value, "lo": self.lo, "hi": self.hi, "n": self.n, "reliable": self.reliable,
+                "lo_open": self.lo_open, "hi_open": self.hi_open}  # fmt: skip
 
 
 def percentiles(sketch: PercentileSketch, qs: Sequence[float] = QUANTILES) -> dict[float, Pct]:
@@ -49,14 +71,17 @@ def percentiles(sketch: PercentileSketch, qs: Sequence[float] = QUANTILES) -> di
     if n == 0:
         return {q: Pct(q, None, None, None, 0) for q in qs}
     wanted: list[float] = []
+    opens: list[tuple[bool, bool]] = []
     for q in qs:
         half = Z95 * math.sqrt(n * q * (1 - q))
-        lo_rank = max(0, math.floor(n * q - half) - 1)
-        hi_rank = min(n - 1, math.ceil(n * q + half))
+        lo_rank = math.floor(n * q - half) - 1
+        hi_rank = math.ceil(n * q + half)
+        opens.append((lo_rank < 0, hi_rank > n - 1))
+        lo_rank, hi_rank = max(0, lo_rank), min(n - 1, hi_rank)
         # The sketch answers nearest-rank quantiles (0-based index ceil(q·n) − 1): (r + 0.5) / n reads index r.
         wanted += [q, (lo_rank + 0.5) / n, (hi_rank + 0.5) / n]
     values = sketch.quantiles([min(max(w, 0.0), 1.0) for w in wanted])
-    return {q: Pct(q, values[3 * i], values[3 * i + 1], values[3 * i + 2], n) for i, q in enumerate(qs)}
+    return {q: Pct(q, values[3 * i], values[3 * i + 1], values[3 * i + 2], n, *opens[i]) for i, q in enumerate(qs)}
 
 
 _SLO_RE = re.compile(r"^(?P<metric>[a-z_][a-z0-9_]*)(?::p(?P<pct>[0-9.]+))?\s*<=?\s*(?P<value>[0-9.]+)\s*(?P<unit>ms|s)$")

@@ -71,12 +71,15 @@ def parse_claim(text: str, metric: str = "ttft:p50") -> Claim:
 
 
 def speedup_interval(c: Comparison) -> tuple[Optional[float], Optional[float]]:
-    """The speed-up's widest range the two 95 % intervals allow: (base lo / new hi, base hi / new lo)."""
+    """The speed-up's widest range the two 95 % intervals allow: (base lo / new hi, base hi / new lo).
+
+    A side the sample does not bound (`Pct.hi_open`) widens the range to 0 or infinity on that side."""
     b, n = c.base, c.new
     if None in (b.lo, b.hi, n.lo, n.hi):
         return None, None
-    lo = b.lo / n.hi if n.hi else None  # type: ignore[operator]
-    hi = b.hi / n.lo if n.lo else None  # type: ignore[operator]
+    b_lo = 0.0 if b.lo_open else b.lo
+    lo = 0.0 if b_lo == 0 or n.hi_open else (b_lo / n.hi if n.hi else None)  # type: ignore[operator]
+    hi = math.inf if b.hi_open or n.lo_open else (b.hi / n.lo if n.lo else None)  # type: ignore[operator]
     return lo, hi
 
 
@@ -101,15 +104,17 @@ class ClaimVerdict:
         """``✓ 1.52× (claimed 1.3–1.8× tpot:p50)`` or ``✗ measured 1.05× [0.98–1.12] (claimed ...)``."""
         if self.measured is None:
             return f"- no figure (claimed {self.claim})"
-        rng = "" if self.lo is None or self.hi is None else f" [{self.lo:.2f}–{self.hi:.2f}]"
+        top = "∞" if self.hi is not None and math.isinf(self.hi) else f"{self.hi:.2f}"
+        rng = "" if self.lo is None or self.hi is None else f" [{self.lo:.2f}–{top}]"
         if self.status == "within":
             return f"✓ {self.measured:.2f}×{rng} (claimed {self.claim})"
         return f"{self.symbol} measured {self.measured:.2f}×{rng} (claimed {self.claim})"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
+        hi = None if self.hi is not None and math.isinf(self.hi) else self.hi  # JSON has no infinity: unbounded is null
         return {"claim": self.claim.to_dict(), "status": self.status, "measured": self.measured, "lo": self.lo,
-                "hi": self.hi, "text": self.text}  # fmt: skip
+                "hi": hi, "text": self.text}  # fmt: skip
 
 
 def judge_claim(claim: Claim, comparison: Optional[Comparison]) -> ClaimVerdict:

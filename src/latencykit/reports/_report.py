@@ -47,10 +47,12 @@ def ms(v: Optional[float], digits: int = 1) -> str:
 
 
 def pct_text(p: Pct, ci: bool) -> str:
-    """``6.8 [6.7–6.9]``: the estimate and its 95 % interval at the same precision; ``~`` when n is too small."""
+    """``6.8 [6.7–6.9]``: the estimate and its 95 % interval at the same precision; ``~`` when n is too small.
+
+    A side the sample does not bound reads ``≤``/``≥`` the extreme value seen: ``~267.6 [267.6–≥267.6]``."""
     text = ms(p.value)
     if ci and p.value is not None:
-        text += f" [{ms(p.lo)}–{ms(p.hi)}]"
+        text += f" [{'≤' if p.lo_open else ''}{ms(p.lo)}–{'≥' if p.hi_open else ''}{ms(p.hi)}]"
     return text if p.reliable or p.value is None else "~" + text
 
 

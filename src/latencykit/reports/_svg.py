@@ -184,14 +184,16 @@ def chart(series: Sequence[Series], title: str, xlabel: str, ylabel: str, *, y_m
 
 def bars(rows: Sequence[tuple[str, Optional[float], Optional[float], Optional[float]]], title: str, xlabel: str,
          reference: float = 1.0) -> str:  # fmt: skip
-    """Horizontal bars from ``reference`` to each value, with its (lo, hi) whisker; labels left of the plot."""
+    """Horizontal bars from ``reference`` to each value, with its (lo, hi) whisker; labels left of the plot.
+
+    An infinite ``hi`` (an interval the sample does not bound) runs the whisker to the plot's edge, without an end cap."""
     known = [r for r in rows if r[1] is not None]
     if not known:
         return ""
     label_w = min(300, 7 * max(len(r[0]) for r in rows) + 10)
     row_h = 20
     height = TOP + row_h * len(rows) + BOTTOM
-    vals = [v for _, v, lo, hi in known for v in (v, lo, hi) if v is not None] + [reference]
+    vals = [v for _, v, lo, hi in known for v in (v, lo, hi) if v is not None and math.isfinite(v)] + [reference]
     ticks = nice_ticks(min(0.0, min(vals)), max(vals))
     x0, x1 = ticks[0], ticks[-1]
     left, right = label_w, W - RIGHT - 48  # the values are printed right of the plot, clear of bars and whiskers
@@ -219,8 +221,10 @@ def bars(rows: Sequence[tuple[str, Optional[float], Optional[float], Optional[fl
         a, b = sorted((sx(reference), sx(v)))
         out.append(f'<rect x="{a:.1f}" y="{y - 6:.1f}" width="{max(b - a, 1):.1f}" height="12" fill="{colour}" fill-opacity="0.75"/>')
         if lo is not None and hi is not None:
-            out.append(f'<line class="ci" x1="{sx(lo):.1f}" y1="{y:.1f}" x2="{sx(hi):.1f}" y2="{y:.1f}" stroke="#222" stroke-width="1.2"/>')
-            out += [f'<line x1="{sx(e):.1f}" y1="{y - 4:.1f}" x2="{sx(e):.1f}" y2="{y + 4:.1f}" stroke="#222" stroke-width="1.2"/>' for e in (lo, hi)]
+            ends = [e for e in (lo, hi) if math.isfinite(e)]
+            top = hi if math.isfinite(hi) else x1
+            out.append(f'<line class="ci" x1="{sx(lo):.1f}" y1="{y:.1f}" x2="{sx(top):.1f}" y2="{y:.1f}" stroke="#222" stroke-width="1.2"/>')
+            out += [f'<line x1="{sx(e):.1f}" y1="{y - 4:.1f}" x2="{sx(e):.1f}" y2="{y + 4:.1f}" stroke="#222" stroke-width="1.2"/>' for e in ends]
         out.append(f'<text class="value" x="{right + 6}" y="{y + 4:.1f}" font-size="10">{v:.2f}×</text>')
     out.append(f'<text x="{left + (right - left) / 2}" y="{bottom + 32}" font-size="11" text-anchor="middle">{esc(xlabel)}</text>')
     out.append("</svg>")
