@@ -25,7 +25,7 @@ lane() {
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "== $name: $("$venv/bin/pip" list 2>/dev/null | grep -iE '^(ray|grpcio) ' | awk '{print $1"=="$2}' | xargs)," \
        "ray package $(du -sm "$site/ray" | cut -f1) MB, grpcio $(du -sm "$site/grpc" 2>/dev/null | cut -f1) MB"
-  LK_RAY_REQUIRED=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+  LK_RAY_REQUIRED=1 "$venv/bin/python" -m pytest -q -n 0 -p no:cacheprovider "$@"  # Ray clusters one at a time
 }
 
 mode="${1:-all}"

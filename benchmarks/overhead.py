@@ -308,6 +308,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per client per round")
     parser.add_argument("--only", choices=("streams", "async", "sizes", "breakpoints"), default=None, help="run one part only")
+    parser.add_argument("--row", default=None, help="async rows whose name contains this text only (e.g. 'messages.create(stream')")
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 1:
         parser.error("--rounds and --calls must be >= 1")
@@ -318,7 +319,7 @@ def main() -> None:
         if args.only in (None, "async"):
             from overhead_async import async_axis  # (this folder: run as python benchmarks/overhead.py)
 
-            async_axis(base, args.rounds, max(args.calls, 4 * 16), _orders, _freeze_heap)
+            async_axis(base, args.rounds, max(args.calls, 4 * 16), _orders, _freeze_heap, args.row)
         if args.only in (None, "sizes"):
             size_axis(base, args.rounds, args.calls)
         if args.only in (None, "breakpoints"):

@@ -171,21 +171,26 @@ async def _row(base: str, provider: str, raw_call: Call, call: Call, rounds: int
     return raw, mine, paired[0], paired[1]
 
 
-def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable[[], None]) -> dict[str, float]:
-    """Print the async rows; returns each row's paired ratio."""
+def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable[[], None], row: str | None = None) -> dict[str, float]:
+    """Print the async rows (those whose name contains ``row``, when given); returns each row's paired ratio."""
     print()
     print(f"async: client CPU per {ASYNC_OUTPUT_TOKENS}-token call, {IN_FLIGHT} in flight, {rounds} rounds × {calls} calls, "
           "zero server delay, emulator in a separate process")  # fmt: skip
     print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'A/A':>6}")
     ratios: dict[str, float] = {}
     for name, (provider, raw_call, call) in ROWS.items():
+        if row is not None and row not in name:
+            continue
         raw, mine, ratio, aa = asyncio.run(_row(base, provider, raw_call, call, rounds, calls, orders, freeze))
         ratios[name] = ratio
         print(f"{name:44} {raw * 1000:10.3f} {mine * 1000:8.3f} {ratio:6.3f} {aa:6.3f}")
-    print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(ratios.values()):6.3f}")
+    if ratios:
+        print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(ratios.values()):6.3f}")
     print("goal: every async row <= 1.05; A/A: the raw SDK against itself (the noise floor). create(): against the raw")
     print("SDK streaming the same answer and accumulating it with its own helper (what latencykit does for you);")
     for name, (provider, call) in UNSTREAMED.items():
+        if row is not None:
+            break
         raw, _, _, _ = asyncio.run(_row(base, provider, call, call, max(rounds // 2, 1), calls, orders, freeze))
         print(f"  the raw SDK's unstreamed {name.split(' ', 1)[1]}: {raw * 1000:.3f} ms (one JSON body, no first token before the end)")
     return ratios

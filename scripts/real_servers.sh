@@ -228,7 +228,7 @@ run_tests() {
   fi
   log "running tests/real_servers with LK_REAL_SERVERS_REQUIRED=$required"
   local rc=0
-  LK_CI_CACHE="$CACHE" LK_REAL_SERVERS_REQUIRED="$required" python -m pytest tests/real_servers -v -rs -p no:cacheprovider || rc=$?
+  LK_CI_CACHE="$CACHE" LK_REAL_SERVERS_REQUIRED="$required" python -m pytest tests/real_servers -n 0 -v -rs -p no:cacheprovider || rc=$?
   log "real-server tier: exit $rc, wall time $((SECONDS - t0)) s"
   return "$rc"
 }

@@ -63,7 +63,7 @@ run_tests() {
     return 0
   fi
   log "running tests/real_servers/test_triton_real.py with LK_REAL_SERVERS_REQUIRED=triton"
-  LK_CI_CACHE="$CACHE" LK_REAL_SERVERS_REQUIRED=triton LK_REAL_SERVERS_REPORT=triton-report.json python -m pytest tests/real_servers/test_triton_real.py -v -rs -p no:cacheprovider
+  LK_CI_CACHE="$CACHE" LK_REAL_SERVERS_REQUIRED=triton LK_REAL_SERVERS_REPORT=triton-report.json python -m pytest tests/real_servers/test_triton_real.py -n 0 -v -rs -p no:cacheprovider
 }
 
 case "${1:-test}" in

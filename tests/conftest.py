@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from typing import Any, Callable, Iterator
 
@@ -12,6 +13,11 @@ import pytest
 
 import latencykit as lk
 from latencykit.emulator import Emulator, TimingModel
+
+# The CLI's reports print at the terminal's width, on a pipe at full width unless COLUMNS says otherwise:
+# the suite reads them as a pipe, whatever terminal (or pytest-xdist worker, which gets COLUMNS=80) runs it.
+for _var in ("COLUMNS", "LINES"):
+    os.environ.pop(_var, None)
 
 # Fast but not instantaneous: a few ms per call, so event ordering and timing are real.
 TIMING = TimingModel(time_scale=0.02, output_tokens=24)

@@ -122,6 +122,13 @@ def test_the_old_run_file_loads_with_the_figures_its_version_computed() -> None:
     # Rows gained figures since (#37: accuracy, the single-stream TPOT and its roofline, speculation): an old file has
     # none of them; every figure the old version computed is the same.
     new_keys = {"accuracy", "correct", "graded", "warm_tpot_s", "roofline_tpot_s", "speculation"}
+    # One judgement was wrong then and is fixed: a P99 from 10 requests per cell has no upper bound (its
+    # interval's rank lies past the sample), so int8's 1.4-1.7x at P99 is no longer called beyond noise.
+    fixed = {("int8", "tpot:p99 significant"): (True, False), ("int8", "e2e:p99 significant"): (True, False)}
+    for (strategy, key), (then, now) in fixed.items():
+        [row] = [r for r in expected["rows"] if r["strategy"] == strategy]
+        assert row[key] is then
+        row[key] = now
     assert [{k: v for k, v in row.items() if k not in new_keys} for row in got["rows"]] == expected["rows"]
     assert {k: v for k, v in got.items() if k != "rows"} == {k: v for k, v in expected.items() if k != "rows"}
     assert all(row[k] in (None, 0) for row in got["rows"] for k in new_keys), got["rows"]

@@ -24,6 +24,9 @@ from latencykit.emulator import Emulator, TimingModel
 
 HERE = Path(__file__).resolve().parent
 HELPER = f"{{python}} {HERE / '_exp_server.py'} --port {{port}} {{args}}"
+# Its checks for leftover servers look machine-wide (`_procs.marked`): the suite's `--dist loadfile`
+# (pyproject.toml) runs the whole file on one worker, and no other file starts an experiment's servers.
+
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "100"}
 
 

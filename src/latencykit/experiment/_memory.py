@@ -58,6 +58,28 @@ def tree_pids(root: int, pgid: Optional[int] = None) -> list[int]:
     return sorted(p for p in mine if p in stats and stats[p][2] != "Z")
 
 
+def marked_pids(var: str, value: str) -> list[int]:
+    """Live (not zombie) processes whose environment holds ``var=value``: a server's descendants
+    carry it even after they left its session and were re-parented (empty where /proc cannot tell)."""
+    needle = f"{var}={value}".encode() + b"\0"
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read()
+        except OSError:  # gone, or another user's
+            continue
+        if (env.startswith(needle) or b"\0" + needle in env) and (st := proc_stat(int(name))) is not None and st[2] != "Z":
+            out.append(int(name))
+    return sorted(out)
+
+
 def tree_rss(pids: Sequence[int]) -> Optional[int]:
     """Summed resident set of ``pids`` in bytes (``None`` where /proc cannot tell)."""
     total, seen = 0, False

@@ -5,7 +5,10 @@ Ctrl-C in the terminal reaches only the experiment, which then stops it: SIGTERM
 (and to any descendant that left it), SIGKILL after ``grace`` seconds, then a check that the
 group is empty and the port free. SIGINT and SIGTERM are deferred while a server is spawned
 and registered, so an interrupt never lands between the two (`ServerRegistry`); the registry
-writes the live servers to a state file and stops them all on the way out.
+writes the live servers to a state file and stops them all on the way out. Each server's
+environment carries a mark of its own (``LATENCYKIT_SERVER``), which its descendants inherit:
+one that left the group before the tree was read (spawned just as a Ctrl-C came) is found by it
+and stopped too.
 
 The process tree (root, descendants, process group) and its memory live in `_memory`.
 """
@@ -27,12 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
-from ._memory import proc_stat, tree_pids
+from ._memory import marked_pids, proc_stat, tree_pids
 
 __all__ = ["ServerFailed", "ServerProcess", "ServerRegistry", "find_executable", "free_port", "port_free"]
 
 HOST = "127.0.0.1"
 _clock = time.perf_counter
+_MARK = "LATENCYKIT_SERVER"
+"""Set to a value unique to each started server in its environment, which its descendants inherit:
+`ServerProcess.stop` finds by it any that left the process group before the tree was last read."""
 
 
 def free_port(host: str = HOST) -> int:
@@ -89,6 +95,8 @@ class ServerProcess:
     """``time.perf_counter()`` just before the spawn."""
     seen: set[int] = field(default_factory=set)
     """Every process seen in its tree, so one that left the group is still stopped."""
+    mark: str = ""
+    """The value of ``LATENCYKIT_SERVER`` in its environment (set by `start`)."""
 
     @property
     def pid(self) -> Optional[int]:
@@ -98,11 +106,13 @@ class ServerProcess:
     def start(self) -> None:
         """Spawn (``FileNotFoundError``/``PermissionError`` as `ServerFailed`)."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.mark = f"{os.getpid()}.{id(self):x}.{time.time_ns()}"
         with self.log.open("wb") as out:
             self.spawned_at = _clock()
             try:
                 self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env={**os.environ, **self.env}, cwd=self.cwd, start_new_session=True)  # fmt: skip
+                                             env={**os.environ, **self.env, _MARK: self.mark}, cwd=self.cwd,
+                                             start_new_session=True)  # fmt: skip
             except OSError as exc:
                 raise ServerFailed(f"cannot run {self.argv[0]!r}: {exc.strerror or exc}") from None
 
@@ -166,8 +176,13 @@ class ServerProcess:
             return False
         return True
 
+    def _marked(self) -> list[int]:
+        """Its descendants found by their environment (those that left the group and the tree too)."""
+        return marked_pids(_MARK, self.mark) if self.mark else []
+
     def _signal(self, sig: int) -> None:
         assert self.proc is not None
+        self.seen.update(self._marked())
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
         for pid in self.seen:  # descendants that started their own session
@@ -186,9 +201,17 @@ class ServerProcess:
         if self._group_alive():
             how = "SIGTERM"
             self._signal(signal.SIGTERM)
+            signaled = set(self.seen)
             deadline = t0 + grace
             while self._group_alive() and _clock() < deadline:
                 time.sleep(0.05)
+                # A descendant that left the group after the tree was read (spawned as the signal
+                # came): found by its mark, it gets the same SIGTERM, once.
+                for pid in set(self._marked()) - signaled:
+                    signaled.add(pid)
+                    self.seen.add(pid)
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGTERM)
             if self._group_alive():
                 how = "SIGKILL"
                 self._signal(signal.SIGKILL)
@@ -212,6 +235,7 @@ class ServerProcess:
             return []
         alive = [p for p in tree_pids(self.proc.pid) if p != self.proc.pid or self.proc.poll() is None]
         alive += [p for p in self.seen if p not in alive and (st := proc_stat(p)) is not None and st[2] != "Z"]
+        alive += [p for p in self._marked() if p != self.proc.pid]
         return sorted(set(alive))
 
 
