@@ -35,8 +35,9 @@ from latencykit.vllm import Diagnosis, Doctor, Thresholds
 TIMING = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.002, output_tokens=400, tokens_per_chunk=2)
 SERVER_ONLY = Thresholds(outside_gap=1.0)
 # The KV state's outputs are short (k sequences must fit with them): a slower decode keeps each
-# sequence, and so the wait for memory, ~0.3 s long.
-KV_TIMING = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.02, output_tokens=400, tokens_per_chunk=2)
+# sequence, and so the wait for memory, ~0.8 s long: all k + 3 are open together even when a busy
+# client (a second test worker on the same two cores) sends them slowly.
+KV_TIMING = TimingModel(base_ttft=0.01, prefill_per_token=0.0, decode_per_token=0.05, output_tokens=400, tokens_per_chunk=2)
 WORDS = "alpha beta gamma delta server token cache prefix stream client".split()
 KV_OUTPUT = 16
 LONG = 250
