@@ -6,6 +6,7 @@ import copy
 import logging
 from typing import Any
 
+import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from pydantic import TypeAdapter
 
 import latencykit as lk
 from anthropic.types import message_create_params
+from latencykit.providers._caching import _plain_size
 
 from _cache_shapes import MODEL, agent_system, agent_tools, rotating_system, timestamp_system
 
@@ -669,21 +671,36 @@ _SHORT_REQUESTS = st.one_of(
 )  # fmt: skip
 
 
+def _set(req: dict[str, Any]) -> dict[str, Any]:
+    """The options a request sets (NOT_GIVEN / omit left out)."""
+    return {k: v for k, v in req.items() if not isinstance(v, (openai.NotGiven, openai.Omit))}
+
+
+# What the SDKs' .stream() helpers add: every option they take, the unused ones as NOT_GIVEN / omit, extra_body None.
+_HELPER_UNUSED = {"tools": openai.NOT_GIVEN, "response_format": openai.NOT_GIVEN, "tool_choice": openai.omit,
+                  "extra_body": None, "parallel_tool_calls": openai.NOT_GIVEN}  # fmt: skip
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_SHORT_REQUESTS, st.sampled_from([None, 0, 5]), st.sampled_from([{}, {"min_tokens": {"": 64}}]))
+@given(_SHORT_REQUESTS, st.sampled_from([None, 0, 5]), st.sampled_from([{}, {"min_tokens": {"": 64}}]), st.booleans())
 def test_a_prompt_too_short_to_cache_is_judged_as_the_full_planner_judges_it(
-    case: tuple[str, dict[str, Any]], read: Any, options: dict[str, Any]
+    case: tuple[str, dict[str, Any]], read: Any, options: dict[str, Any], helper: bool
 ) -> None:
     """Short plain prompts skip parsing and learning: sent as given (the very object), with the
-    same expected tokens, verdict and reason as the full planner gives, twice in a row."""
+    same expected tokens, verdict and reason as the full planner gives, twice in a row; also as
+    the SDKs' .stream() helpers send them, with every unused option present and not given."""
     api, req = case
+    if helper:
+        req = {**req, **_HELPER_UNUSED}
+        assert _plain_size(api, req) is not None  # the short path, not the full one
     before = copy.deepcopy(req)
     fast, full = lk.CachePolicy(**options), _full_path(options)
     for _ in range(2):
         got, want = _judged(fast, api, req, read), _judged(full, api, req, read)
         assert got[1:] == want[1:]
-        assert got[0] == want[0] == req
-    assert req == before
+        assert got[0] is req  # the very object
+        assert _set(want[0]) == _set(req)  # the full path copies (NOT_GIVEN copies compare unequal): same options set
+    assert _set(req) == _set(before)
 
 
 def test_a_short_prompt_is_sent_as_the_same_object_and_leaves_no_family_state() -> None:

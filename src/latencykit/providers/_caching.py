@@ -367,7 +367,12 @@ def _plain_size(api: str, kwargs: Mapping[str, Any]) -> Optional[tuple[int, int]
     (blocks, images, tool calls) is ``None``.
     """
     if not _PLAIN_OPTIONS.issuperset(kwargs):
-        return None
+        # The SDKs' helpers (``chat.completions.stream()``, ``messages.stream()``) pass every option, the unused
+        # ones as NOT_GIVEN / omit (``extra_body`` as None): those add nothing to the prompt either.
+        for name in kwargs.keys() - _PLAIN_OPTIONS:
+            value = kwargs[name]
+            if value is not None and given(value):
+                return None
     chars = parts = 0
     for name in ("system", "instructions"):
         value = kwargs.get(name)
