@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,12 +31,17 @@ time.sleep(300)
 def test_a_child_spawned_on_sigterm_in_its_own_session_is_stopped(tmp_path: Path) -> None:
     server = ServerProcess([sys.executable, "-c", ESCAPES_ON_TERM], free_port(), tmp_path / "server.log")
     server.start()
-    deadline = time.monotonic() + 30
-    while "ready" not in server.log.read_text() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    result = server.stop(grace=20)
-    [escaped] = [int(line.split()[1]) for line in server.log.read_text().splitlines() if line.startswith("escaped")]
-    assert not alive(escaped), "the escaped child was left running"
-    assert result["left"] == [] and result["how"] == "SIGTERM"
-    assert result["seconds"] < 10  # found by its mark and sent SIGTERM at once, not after the 20 s grace
-    assert marked_pids("LATENCYKIT_SERVER", server.mark) == []
+    try:
+        deadline = time.monotonic() + 30
+        while "ready" not in server.log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        result = server.stop(grace=20)
+        [escaped] = [int(line.split()[1]) for line in server.log.read_text().splitlines() if line.startswith("escaped")]
+        assert not alive(escaped), "the escaped child was left running"
+        assert result["left"] == [] and result["how"] == "SIGTERM"
+        assert result["seconds"] < 10  # found by its mark and sent SIGTERM at once, not after the 20 s grace
+        assert marked_pids("LATENCYKIT_SERVER", server.mark) == []
+    finally:  # whatever failed above, nothing of it outlives the test
+        for pid in marked_pids("LATENCYKIT_SERVER", server.mark):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

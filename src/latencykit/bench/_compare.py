@@ -74,6 +74,18 @@ class Comparison:
         b, n = self.base.value, self.new.value
         return None if b is None or n is None or n == 0 else b / n
 
+    def speedup_range(self) -> tuple[Optional[float], Optional[float]]:
+        """The widest speed-up the two 95 % intervals allow: (base lo / new hi, base hi / new lo).
+
+        A side the sample does not bound (`Pct.hi_open`, `Pct.lo_open`) widens it to 0 or infinity
+        on that side; ``(None, None)`` without data."""
+        b, n = self.base, self.new
+        if b.lo is None or b.hi is None or n.lo is None or n.hi is None:
+            return None, None
+        lo = 0.0 if b.lo_open or n.hi_open or b.lo == 0 else (b.lo / n.hi if n.hi else None)
+        hi = math.inf if b.hi_open or n.lo_open else (b.hi / n.lo if n.lo else None)
+        return lo, hi
+
     @property
     def significant(self) -> bool:
         """The 95 % confidence intervals do not overlap (an open side, `Pct.hi_open`, overlaps everything beyond it)."""

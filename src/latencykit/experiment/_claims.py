@@ -71,16 +71,8 @@ def parse_claim(text: str, metric: str = "ttft:p50") -> Claim:
 
 
 def speedup_interval(c: Comparison) -> tuple[Optional[float], Optional[float]]:
-    """The speed-up's widest range the two 95 % intervals allow: (base lo / new hi, base hi / new lo).
-
-    A side the sample does not bound (`Pct.hi_open`) widens the range to 0 or infinity on that side."""
-    b, n = c.base, c.new
-    if None in (b.lo, b.hi, n.lo, n.hi):
-        return None, None
-    b_lo = 0.0 if b.lo_open else b.lo
-    lo = 0.0 if b_lo == 0 or n.hi_open else (b_lo / n.hi if n.hi else None)  # type: ignore[operator]
-    hi = math.inf if b.hi_open or n.lo_open else (b.hi / n.lo if n.lo else None)  # type: ignore[operator]
-    return lo, hi
+    """The speed-up's widest range the two 95 % intervals allow (`Comparison.speedup_range`)."""
+    return c.speedup_range()
 
 
 @dataclass(frozen=True)

@@ -165,16 +165,20 @@ class ServerProcess:
         self.seen.update(pids)
         return pids
 
-    def _group_alive(self) -> bool:
+    def _alive(self) -> list[int]:
+        """What is left of it now (`left`; where /proc cannot tell, the group's id while the group lives)."""
         assert self.proc is not None
         self.proc.poll()  # reap the leader, so a zombie does not count
         if os.path.isdir("/proc"):
-            return bool(self.left())
+            return self.left()
         try:
             os.killpg(self.proc.pid, 0)
         except (ProcessLookupError, PermissionError):
-            return False
-        return True
+            return []
+        return [self.proc.pid]
+
+    def _group_alive(self) -> bool:
+        return bool(self._alive())
 
     def _marked(self) -> list[int]:
         """Its descendants found by their environment (those that left the group and the tree too)."""
@@ -201,18 +205,20 @@ class ServerProcess:
         if self._group_alive():
             how = "SIGTERM"
             self._signal(signal.SIGTERM)
-            signaled = set(self.seen)
+            signaled = set(self.seen)  # the tree read just before, and the marked: all sent SIGTERM
+            alive = self._alive()
             deadline = t0 + grace
-            while self._group_alive() and _clock() < deadline:
+            while alive and _clock() < deadline:
                 time.sleep(0.05)
-                # A descendant that left the group after the tree was read (spawned as the signal
-                # came): found by its mark, it gets the same SIGTERM, once.
-                for pid in set(self._marked()) - signaled:
+                alive = self._alive()
+                # One that appeared after the signal (spawned as it came, in a session of its own,
+                # found by its mark): the same SIGTERM, once.
+                for pid in set(alive) - signaled:
                     signaled.add(pid)
                     self.seen.add(pid)
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(pid, signal.SIGTERM)
-            if self._group_alive():
+            if alive:
                 how = "SIGKILL"
                 self._signal(signal.SIGKILL)
                 end = _clock() + 10

@@ -11,7 +11,6 @@ shared y scale, and the strategy comparison as speed-up bars with their confiden
 from __future__ import annotations
 
 import html
-import math
 from typing import Any, Optional, Sequence
 
 from ..bench._cell import BenchRun, Cell
@@ -255,10 +254,7 @@ def _timelines(run: BenchRun, tag: str) -> list[str]:
 def _speedup_rows(rows: Sequence[Comparison]) -> list[tuple[str, Optional[float], Optional[float], Optional[float]]]:
     out: list[tuple[str, Optional[float], Optional[float], Optional[float]]] = []
     for r in rows:
-        b, n = r.base, r.new
-        # A side the sample does not bound (P99 from a few requests) widens the whisker to 0 or to the plot's edge.
-        lo = None if None in (b.lo, n.hi) else (0.0 if b.lo_open or n.hi_open else b.lo / n.hi if n.hi else None)  # type: ignore[operator]
-        hi = None if None in (b.hi, n.lo) else (math.inf if b.hi_open or n.lo_open else b.hi / n.lo if n.lo else None)  # type: ignore[operator]
+        lo, hi = r.speedup_range()  # an open side (P99 from a few requests): the whisker runs to 0 or the plot's edge
         out.append((f"{r.cell}: {r.metric} {r.pct}", r.speedup, lo, hi))
     return out
 
