@@ -33,6 +33,16 @@ def chat_no_finish(with_usage: bool, done: bool = True) -> str:
     return sse_events(items)
 
 
+def chat_with_usage(usage: dict[str, Any]) -> str:
+    """Content, a finish chunk, then the usage-only chunk with ``usage`` as given (OpenAI's shape), then ``[DONE]``."""
+    items: list[Any] = [_chunk({"role": "assistant", "content": ""})]
+    items += [_chunk({"content": w}) for w in WORDS]
+    items.append(_chunk({}, "stop"))
+    items.append({**_chunk({}), "choices": [], "usage": usage})
+    items.append("[DONE]")
+    return sse_events(items)
+
+
 def chat_reasoning_details() -> str:
     """OpenRouter-style: the reasoning arrives only as ``reasoning_details`` deltas, then content."""
     items: list[Any] = [_chunk({"role": "assistant", "content": ""})]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import operator
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ._rank import nearest_rank
 from ._record import CallRecord, Outcome
@@ -90,12 +90,14 @@ class CallTimer:
         self._first_event: Optional[float] = None
         self._stamps: list[float] = []
         """When each token-bearing event arrived (gaps and TTFT are derived once, at the end)."""
-        self._gaps: list[float] = []
+        self._gaps: Sequence[float] = ()
         self._terminal_at: Optional[float] = None
         self._done = False
         self._attempt_started: Optional[float] = None
-        self._reasoning: list[int] = []
-        """Indices into ``_stamps`` of the reasoning-channel events (appended off the hot path)."""
+        self._reasoning: Optional[list[int]] = None
+        """Indices into ``_stamps`` of the reasoning-channel events (appended off the hot path;
+        made by the first one: most calls have none, and an object less per call is a
+        garbage-collector pass less every few hundred calls)."""
         self._reasoning_kinds = 0
         self.streamed_estimate: Optional[tuple[int, int]] = None
         """(reasoning, answer) tokens estimated from the streamed text, where the usage cannot
@@ -121,7 +123,10 @@ class CallTimer:
         It counts for TTFT (a generated token on any channel) but not for TTFO.
         """
         stamps = self._stamps
-        self._reasoning.append(len(stamps))
+        marked = self._reasoning
+        if marked is None:
+            marked = self._reasoning = []
+        marked.append(len(stamps))
         self._reasoning_kinds |= kind
         stamps.append(self._clock())
 
@@ -152,7 +157,7 @@ class CallTimer:
             self.record.attempts += 1
             self._first_event = self._terminal_at = None
             self._stamps.clear()  # in place: a tap may hold its ``append``
-            self._reasoning.clear()
+            self._reasoning = None
             self._reasoning_kinds = 0
             self.streamed_estimate = None
         self._attempt_started = now
@@ -173,7 +178,7 @@ class CallTimer:
         self._terminal_at = None
 
     @property
-    def gaps(self) -> list[float]:
+    def gaps(self) -> Sequence[float]:
         """Gaps between token-bearing events, sorted (set when finalized; cleared after the sink ran)."""
         return self._gaps
 
@@ -241,11 +246,11 @@ class CallTimer:
         except Exception:  # measurement never breaks the call
             logger.exception("latencykit: failed to finalize a call record")
         finally:
-            self._gaps = []
+            self._gaps = ()
             stamps = self._stamps
-            if len(stamps) > 2:  # keep what saw_token needs, not one float per token
-                self._stamps = [stamps[0], stamps[-1]]
-            self._reasoning = []
+            if len(stamps) > 2:  # keep what saw_token needs, not one float per token (in place: no new list)
+                del stamps[1:-1]
+            self._reasoning = None
 
     def _fill(self, outcome: Outcome, error_type: Optional[str], end: float) -> None:
         rec = self.record

@@ -114,6 +114,8 @@ class CachePolicy:
         """Base URLs whose server answered 400 to the OpenAI breakpoint fields: sent as before there."""
         self._writers: OrderedDict[bytes, CallRecord] = OrderedDict()
         """Prefix written → the record of the call that wrote it, until a later call reads it."""
+        self._short_finish: dict[tuple[bool, int], Finish] = {}
+        """The finish hook of a too-short request, per (implicit caching, minimum tokens)."""
 
     @property
     def mode(self) -> str:
@@ -216,12 +218,11 @@ class CachePolicy:
         # An upper bound of the estimate: the text, and twice the fixed tokens of every part.
         if -(-chars // CHARS_PER_TOKEN) + 2 * (PER_REQUEST_TOKENS + PER_MESSAGE_TOKENS * parts) >= limit:
             return None
-        exp = Expectation(0, -1, BELOW_MINIMUM, None, False, limit)
         implicit = api != "messages"
-
-        def finish(rec: CallRecord) -> None:
-            self._verify(rec, exp, implicit=implicit)
-
+        # One hook per (API kind, minimum), made once: this path runs for every short call.
+        finish = self._short_finish.get((implicit, limit))
+        if finish is None:
+            finish = self._short_finish[(implicit, limit)] = _Verify(self, Expectation(0, -1, BELOW_MINIMUM, None, False, limit), implicit)
         return finish
 
     def _plan_anthropic(
@@ -340,6 +341,18 @@ class CachePolicy:
             rec.cache_verdict, rec.request_model, exp.expected_tokens, rec.cache_read_tokens,
             f" ({suppressed} similar warnings suppressed)" if suppressed else "",
         )  # fmt: skip
+
+
+class _Verify:
+    """``finish(rec)``: `CachePolicy._verify` of ``rec`` against one fixed expectation."""
+
+    __slots__ = ("policy", "exp", "implicit")
+
+    def __init__(self, policy: CachePolicy, exp: Expectation, implicit: bool) -> None:
+        self.policy, self.exp, self.implicit = policy, exp, implicit
+
+    def __call__(self, rec: CallRecord) -> None:
+        self.policy._verify(rec, self.exp, implicit=self.implicit)
 
 
 _WRITERS = 4096

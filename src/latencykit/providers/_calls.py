@@ -64,8 +64,13 @@ class Settings:
 
     def emit(self, rec: CallRecord, timer: CallTimer) -> None:
         """Hand a finished record to its destinations: the span and metrics, then the Recorder."""
-        if self.telemetry is not None and isinstance(timer.context, _CallSpan):
-            self.telemetry.end(timer.context.span, timer.context.start_ns, rec, timer.gaps)
+        telemetry = self.telemetry
+        if telemetry is not None:
+            ctx = timer.context
+            if isinstance(ctx, _CallSpan):
+                telemetry.end(ctx.span, ctx.start_ns, rec, timer.gaps)
+            else:  # no span was started (nothing records one): metrics only, if anything records those
+                telemetry.end(None, 0, rec, timer.gaps)
         self.recorder.record(rec, timer.gaps)
 
 
@@ -222,20 +227,37 @@ def begin(
         server_port=port,
     )
 
-    def sink(done: CallRecord) -> None:
+    sink = _Sink(settings, finish)
+    telemetry = settings.telemetry
+    span = telemetry.start(rec, request) if telemetry is not None else None
+    timer = sink.timer = CallTimer(rec, clock=settings.clock, sink=sink)
+    if span is not None and span[0] is not None:
+        timer.context = _CallSpan(*span)
+    return timer
+
+
+class _Sink:
+    """Where a finished record goes: the finish hook, then `Settings.emit`. (A slotted object,
+    not a closure: one allocation per call instead of a function, its cells and their tuple.)"""
+
+    __slots__ = ("settings", "finish", "timer")
+
+    def __init__(self, settings: Settings, finish: Optional[Finish]) -> None:
+        self.settings = settings
+        self.finish = finish
+        self.timer: Optional[CallTimer] = None
+
+    def __call__(self, done: CallRecord) -> None:
+        finish = self.finish
         if finish is not None:
             try:
                 finish(done)
             except Exception:
                 logger.debug("latencykit: a finish hook failed", exc_info=True)
-        settings.emit(done, timer)
-
-    telemetry = settings.telemetry
-    span = telemetry.start(rec, request) if telemetry is not None else None
-    timer = CallTimer(rec, clock=settings.clock, sink=sink)
-    if span is not None:
-        timer.context = _CallSpan(*span)
-    return timer
+        timer = self.timer
+        self.timer = None  # the timer refers to this sink until it finishes: no cycle left behind
+        if timer is not None:
+            self.settings.emit(done, timer)
 
 
 def passthrough(timer: CallTimer, call: Callable[[], T], on_result: Callable[[CallRecord, T], None]) -> T:

@@ -94,7 +94,7 @@ class ResponsesTap(Tap):
                 if kind == "response.output_text.delta":
                     self.texts.append(delta)
                 elif kind == "response.function_call_arguments.delta":
-                    self.tools.setdefault(event.item_id, []).append(delta)
+                    self.tool_input(event.item_id).append(delta)
                 reasoning = _REASONING_EVENTS.get(kind)
                 if reasoning:
                     timer.reasoning(reasoning)

@@ -3,7 +3,7 @@
 The SDK builds the stream object itself, so latencykit re-classes that instance to a
 subclass of its own class (``Stream`` → ``Observed[Stream]``) that adds one tap per event
 and finalizes the call record on every exit path: exhaustion, error, ``close()``, leaving a
-``with`` block, cancellation, or garbage collection (a ``weakref.finalize``). The
+``with`` block, cancellation, or garbage collection (the subclass's ``__del__``). The
 subclass adds no state to the layout and overrides only public methods, so
 ``isinstance(s, anthropic.Stream)``, ``s.response``, the SDK helpers that wrap a raw stream
 (``MessageStream``, ``ChatCompletionStream``, ``ResponseStream``) and ``with`` all keep working.
@@ -12,7 +12,6 @@ The sync and async shells only iterate; all decisions live in the tap and the ti
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Sequence, TypeVar
 
 from ._calls import sending
@@ -24,6 +23,8 @@ S = TypeVar("S")
 
 TAP_ATTR = _TAP = "_lk_tap"
 _REPLAY = "_lk_replay"
+_NOTHING: list[Any] = []
+"""No events to replay (shared: a relay only pops from a non-empty list, so it is never changed)."""
 
 
 def _tapped(tap: Tap, item: Any) -> bool:
@@ -100,7 +101,7 @@ def _sync_subclass(cls: type) -> type:
 
     def __iter__(self: Any) -> Iterator[Any]:
         tap: Tap = self.__dict__[_TAP]
-        return tap.relay(self, _source(self, direct, base_iter), self.__dict__.pop(_REPLAY, ()))
+        return tap.relay(self, _source(self, direct, base_iter), self.__dict__.pop(_REPLAY, _NOTHING))
 
     def __next__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
@@ -126,7 +127,7 @@ def _sync_subclass(cls: type) -> type:
         finally:
             self.__dict__[_TAP].timer.abandon()
 
-    return _subclass(cls, {"__iter__": __iter__, "__next__": __next__, "close": close})
+    return _subclass(cls, {"__iter__": __iter__, "__next__": __next__, "close": close, "__del__": _on_collect(cls)})
 
 
 def _async_subclass(cls: type) -> type:
@@ -136,7 +137,7 @@ def _async_subclass(cls: type) -> type:
 
     def __aiter__(self: Any) -> AsyncIterator[Any]:
         tap: Tap = self.__dict__[_TAP]
-        return tap.arelay(self, _source(self, direct, base_aiter), self.__dict__.pop(_REPLAY, ()))
+        return tap.arelay(self, _source(self, direct, base_aiter), self.__dict__.pop(_REPLAY, _NOTHING))
 
     async def __anext__(self: Any) -> Any:
         tap: Tap = self.__dict__[_TAP]
@@ -162,7 +163,26 @@ def _async_subclass(cls: type) -> type:
         finally:
             self.__dict__[_TAP].timer.abandon()
 
-    return _subclass(cls, {"__aiter__": __aiter__, "__anext__": __anext__, "close": close})
+    return _subclass(cls, {"__aiter__": __aiter__, "__anext__": __anext__, "close": close, "__del__": _on_collect(cls)})
+
+
+def _on_collect(cls: type) -> Callable[[Any], None]:
+    """``__del__``: a stream dropped unclosed and unfinished is finalized (abandoned) when
+    collected. A method of the class, not a ``weakref.finalize`` per stream: that is five
+    objects and a registry entry a call, and the collector runs more often for each."""
+    base_del = getattr(cls, "__del__", None)
+
+    def __del__(self: Any) -> None:
+        try:
+            tap = self.__dict__.get(_TAP)
+            if tap is not None:
+                tap.timer.abandon()  # a no-op once the record is final
+        except Exception:  # never raise from a finalizer (the interpreter may be shutting down)
+            pass
+        if base_del is not None:
+            base_del(self)
+
+    return __del__
 
 
 def _subclass(cls: type, methods: dict[str, Any]) -> type:
@@ -199,9 +219,9 @@ def observe_stream(stream: S, tap: Tap, replay: Sequence[Any] = ()) -> S:
     stream.__class__ = _observed_class(type(stream))
     stream.__dict__[_TAP] = tap
     if replay:
-        stream.__dict__[_REPLAY] = list(replay)
-    # Last resort: a stream dropped unclosed is finalized when collected.
-    weakref.finalize(stream, tap.timer.abandon)
+        # The relay hands these on one by one and lets go of each (a list the caller gave is
+        # taken over, not copied).
+        stream.__dict__[_REPLAY] = replay if type(replay) is list else list(replay)
     return stream
 
 

@@ -35,9 +35,10 @@ class Tap:
         # What a broken stream's PartialOutput needs, kept as it arrives: the text pieces and
         # tool-argument pieces (plain strings, which the garbage collector does not track)
         # and the last usage — not the events themselves, which would hold hundreds of
-        # parsed objects per call alive.
+        # parsed objects per call alive. The tool pieces' dict is made by the first tool call
+        # (`tool_input`): every object a call holds brings the collector's next pass nearer.
         self.texts: list[str] = []
-        self.tools: dict[str, list[str]] = {}
+        self.tools: Optional[dict[str, list[str]]] = None
         self.usage: Any = None
         # The hottest path (one token-bearing event): ``self._stamp(self._now())`` is
         # ``timer.token()`` without a method call per event.
@@ -49,7 +50,17 @@ class Tap:
         self.timer.event(False)
         return True
 
-    def relay(self, stream: Any, events: Iterable[Any], replay: Sequence[Any] = ()) -> Iterator[Any]:
+    def tool_input(self, key: str) -> list[str]:
+        """The argument pieces of tool call ``key`` so far (an empty list, kept, for a new one)."""
+        tools = self.tools
+        if tools is None:
+            tools = self.tools = {}
+        pieces = tools.get(key)
+        if pieces is None:
+            pieces = tools[key] = []
+        return pieces
+
+    def relay(self, stream: Any, events: Iterable[Any], replay: list[Any]) -> Iterator[Any]:
         """What iterating an observed ``stream`` yields: ``replay`` (events held back until the
         first token, already timed), then ``events`` (the SDK's), each tapped; the call is
         finalized when they end or fail (see `end_of_events`, `raise_failure`).
@@ -60,7 +71,8 @@ class Tap:
         """
         see = self.__call__  # a bound method: CPython inlines its call, not an instance's (~40 ns per event)
         try:
-            yield from replay
+            while replay:  # handed on one by one: the caller, not the relay, holds them now
+                yield replay.pop(0)
             for event in events:
                 try:
                     keep = see(event)
@@ -74,12 +86,12 @@ class Tap:
             raise_failure(self, exc, stream)
         raise_if_cut(self, stream)
 
-    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: Sequence[Any] = ()) -> AsyncIterator[Any]:
+    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: list[Any]) -> AsyncIterator[Any]:
         """Async twin of `relay`."""
         see = self.__call__
         try:
-            for event in replay:
-                yield event
+            while replay:
+                yield replay.pop(0)
             async for event in events:
                 try:
                     keep = see(event)
@@ -106,7 +118,7 @@ class Tap:
         and a reported error of a failed attempt must not pile up or linger.
         """
         self.texts = []
-        self.tools = {}
+        self.tools = None
         self.usage = None
         rec = self.timer.record
         rec.finish_reasons = ()
@@ -118,11 +130,12 @@ class Tap:
 
     def partial(self) -> PartialOutput:
         """What had arrived so far: text, each tool call's argument JSON, the last usage."""
+        tools = self.tools or {}
         return PartialOutput(
             text="".join(self.texts),
-            tool_inputs={key: "".join(pieces) for key, pieces in self.tools.items()},
+            tool_inputs={key: "".join(pieces) for key, pieces in tools.items()},
             usage=self.usage,
-            events=len(self.texts) + sum(len(p) for p in self.tools.values()),
+            events=len(self.texts) + sum(len(p) for p in tools.values()),
         )
 
     def stream_error(self, request: Any) -> Optional[BaseException]:

@@ -73,9 +73,10 @@ class AnthropicTap(Tap):
 
     def __init__(self, timer: CallTimer) -> None:
         super().__init__(timer)
-        self._tool_ids: dict[int, str] = {}
-        self._thinking: list[str] = []
-        """Streamed thinking text, kept only to estimate its size at the end."""
+        self._tool_ids: Optional[dict[int, str]] = None
+        """Tool-use block index → its id (made by the first tool block)."""
+        self._thinking: Optional[list[str]] = None
+        """Streamed thinking text, kept only to estimate its size at the end (made by the first piece)."""
         self._thought = False
 
     def __call__(self, event: Any) -> bool:
@@ -93,12 +94,14 @@ class AnthropicTap(Tap):
             elif dtype == "input_json_delta":
                 piece = delta.partial_json
                 if piece:
-                    key = self._tool_ids.get(event.index) or str(event.index)
-                    self.tools.setdefault(key, []).append(piece)
+                    key = (self._tool_ids or {}).get(event.index) or str(event.index)
+                    self.tool_input(key).append(piece)
                 self.timer.event(bool(piece))
             elif dtype == "thinking_delta":
                 thought = delta.thinking
                 if thought:
+                    if self._thinking is None:
+                        self._thinking = []
                     self._thinking.append(thought)
                     self.timer.reasoning(THINKING)
                 else:
@@ -115,8 +118,10 @@ class AnthropicTap(Tap):
                 timer.reasoning_block(THINKING)
                 self._thought = True
             elif block.type in _TOOL_BLOCKS:
+                if self._tool_ids is None:
+                    self._tool_ids = {}
                 self._tool_ids[event.index] = block.id
-                self.tools.setdefault(block.id, [])
+                self.tool_input(block.id)
         elif kind == "message_start":
             rec = timer.record
             msg = event.message
@@ -144,9 +149,9 @@ class AnthropicTap(Tap):
         """Tell the timer how many tokens the streamed thinking and answer hold (estimated from
         their text): whether ``output_tokens`` bills more thinking than was streamed (a summary)
         can only be judged that way (`core._timing`, `core._text_tokens`)."""
-        thinking = self._thinking
+        thinking = self._thinking or []
         answer = self.texts
-        tools = [piece for pieces in self.tools.values() for piece in pieces]
+        tools = [piece for pieces in (self.tools or {}).values() for piece in pieces]
         self.timer.streamed_estimate = (
             estimate_streamed_tokens("".join(thinking), len(thinking)),
             estimate_streamed_tokens("".join(answer) + "".join(tools), len(answer) + len(tools)),
@@ -155,17 +160,18 @@ class AnthropicTap(Tap):
     def new_attempt(self) -> None:
         """Forget what an abandoned attempt delivered."""
         super().new_attempt()
-        self._tool_ids = {}
-        self._thinking = []
+        self._tool_ids = None
+        self._thinking = None
         self._thought = False
 
     # The loop of `Tap.relay` with its commonest event, a text delta, handled inline (as
     # ``__call__`` handles it): nine events in ten, each spared a call. In situ, between the
     # SDK's own ~25 µs of parsing per event, that call costs more than the work it does.
-    def relay(self, stream: Any, events: Iterable[Any], replay: Sequence[Any] = ()) -> Iterator[Any]:
+    def relay(self, stream: Any, events: Iterable[Any], replay: list[Any]) -> Iterator[Any]:
         see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
         try:
-            yield from replay
+            while replay:  # handed on one by one: the caller, not the relay, holds them now
+                yield replay.pop(0)
             for event in events:
                 try:
                     if event.type == "content_block_delta" and (delta := event.delta).type == "text_delta" and (text := delta.text):
@@ -184,11 +190,11 @@ class AnthropicTap(Tap):
             raise_failure(self, exc, stream)
         raise_if_cut(self, stream)
 
-    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: Sequence[Any] = ()) -> AsyncIterator[Any]:
+    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: list[Any]) -> AsyncIterator[Any]:
         see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
         try:
-            for event in replay:
-                yield event
+            while replay:
+                yield replay.pop(0)
             async for event in events:
                 try:
                     if event.type == "content_block_delta" and (delta := event.delta).type == "text_delta" and (text := delta.text):
