@@ -124,3 +124,38 @@ def test_next_until_stop_iteration(request: pytest.FixtureRequest, form: str, re
             n += 1
     assert n > 0
     assert _finalized_once(recorder).outcome == "completed"
+
+
+_LEFT_OPEN_AT_EXIT = """
+import latencykit as lk
+from latencykit.emulator import Emulator
+
+emu = Emulator(seed=7).__enter__()
+recorder = lk.Recorder()
+recorder.add_listener(lambda rec: print("recorded", rec.outcome, rec.chunks > 0, flush=True))
+client = lk.{cls}(base_url=emu.base_url{suffix}, api_key="sk-test", max_retries=0, recorder=recorder)
+KEPT = {open}
+for i, _ in enumerate(KEPT):
+    if i == 3:
+        break
+print("exiting", recorder.total_calls, flush=True)
+"""
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_stream_still_open_at_interpreter_exit_is_recorded(provider: str) -> None:
+    """A stream still referenced when the program ends is finalized (abandoned) at exit, not lost."""
+    import subprocess
+    import sys
+
+    if provider == "anthropic":
+        code = _LEFT_OPEN_AT_EXIT.format(cls="Anthropic", suffix="", open=(
+            'client.messages.create(stream=True, model="claude-sonnet-5", max_tokens=64, messages=[{"role": "user", "content": "Hi"}])'))
+    else:
+        code = _LEFT_OPEN_AT_EXIT.format(cls="OpenAI", suffix=' + "/v1"', open=(
+            'client.chat.completions.create(stream=True, model="gpt-5-mini", messages=[{"role": "user", "content": "Hi"}])'))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    assert "exiting 0" in lines and "recorded abandoned True" in lines, out.stdout + out.stderr
+    assert lines.index("exiting 0") < lines.index("recorded abandoned True")

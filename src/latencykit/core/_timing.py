@@ -146,14 +146,16 @@ class CallTimer:
         """The clock this timer reads."""
         return self._clock
 
-    def new_attempt(self) -> None:
+    def new_attempt(self) -> bool:
         """A (re)try starts: what an abandoned attempt saw is forgotten, the call start is kept.
+        Returns whether this is a retry (there was an attempt before; its tap must forget it too).
 
         TTFB and TTFT then measure from the call start to the events of the attempt that
         reached the caller, so a retried call's TTFT includes the failed attempts and waits.
         """
         now = self._clock()
-        if self._attempt_started is not None:
+        retry = self._attempt_started is not None
+        if retry:
             self.record.attempts += 1
             self._first_event = self._terminal_at = None
             self._stamps.clear()  # in place: a tap may hold its ``append``
@@ -161,6 +163,7 @@ class CallTimer:
             self._reasoning_kinds = 0
             self.streamed_estimate = None
         self._attempt_started = now
+        return retry
 
     def attempt_elapsed(self) -> float:
         """Seconds since the current attempt started (since the call start before any)."""

@@ -44,6 +44,25 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+_ABSENT = object()
+_NO_FIELDS: dict[str, Any] = {}
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """``obj`` itself if a dict, else its instance ``__dict__`` (an SDK model's fields), read
+    once for several `_get`s; ``{}`` for an object without one."""
+    if type(obj) is dict:
+        return obj
+    fields = getattr(obj, "__dict__", None)
+    return fields if type(fields) is dict else _NO_FIELDS
+
+
+def _get(fields: dict[str, Any], obj: Any, name: str) -> Any:
+    """`_field` with ``obj``'s fields (`_fields`) already in hand: one dict lookup for a modelled field."""
+    value = fields.get(name, _ABSENT)
+    return _field(obj, name) if value is _ABSENT else value
+
+
 @functools.lru_cache(maxsize=4096)
 def _class_has(cls: type, name: str) -> bool:
     """``hasattr(cls, name)``, remembered: on a pydantic model class a miss goes through the
@@ -79,33 +98,37 @@ def apply_anthropic_usage(rec: CallRecord, usage: Any, placeholder_output: bool 
     """
     if usage is None:
         return
-    iterations = _field(usage, "iterations")
+    fields = _fields(usage)
+    iterations = _get(fields, usage, "iterations")
     if isinstance(iterations, list) and iterations:
         _apply_iterations(rec, iterations)
     else:
-        out = None if placeholder_output else _int(_field(usage, "output_tokens"))
-        if out is not None:
-            rec.output_tokens = out
-        uncached = _int(_field(usage, "input_tokens"))
-        write = _int(_field(usage, "cache_creation_input_tokens"))
-        read = _int(_field(usage, "cache_read_input_tokens"))
-        if write is not None:
+        if not placeholder_output:
+            out = _get(fields, usage, "output_tokens")
+            if isinstance(out, int):
+                rec.output_tokens = out
+        write = _get(fields, usage, "cache_creation_input_tokens")
+        if isinstance(write, int):
             rec.cache_write_tokens = write
-        if read is not None:
+        read = _get(fields, usage, "cache_read_input_tokens")
+        if isinstance(read, int):
             rec.cache_read_tokens = read
-        if uncached is not None:
+        uncached = _get(fields, usage, "input_tokens")
+        if isinstance(uncached, int):
             rec.uncached_input_tokens = uncached
-        creation = _field(usage, "cache_creation")
-        one_hour = _int(_field(creation, "ephemeral_1h_input_tokens")) if creation is not None else None
-        if one_hour is not None:
-            rec.extra["cache_write_1h_tokens"] = one_hour
+        creation = _get(fields, usage, "cache_creation")
+        if creation is not None:
+            one_hour = _field(creation, "ephemeral_1h_input_tokens")
+            if isinstance(one_hour, int):
+                rec.extra["cache_write_1h_tokens"] = one_hour
     base = rec.uncached_input_tokens
     if base is not None:
         rec.input_tokens = base + (rec.cache_write_tokens or 0) + (rec.cache_read_tokens or 0)
-    details = _field(usage, "output_tokens_details")
-    thinking = _int(_field(details, "thinking_tokens")) if details is not None else None
-    if thinking is not None:
-        rec.reasoning_tokens = thinking
+    details = _get(fields, usage, "output_tokens_details")
+    if details is not None:
+        thinking = _field(details, "thinking_tokens")
+        if isinstance(thinking, int):
+            rec.reasoning_tokens = thinking
 
 
 def _apply_iterations(rec: CallRecord, iterations: list[Any]) -> None:

@@ -399,7 +399,7 @@ def _plain_size(api: str, kwargs: Mapping[str, Any]) -> Optional[tuple[int, int]
     if not isinstance(messages, list) or len(messages) > _MAX_PLAIN_MESSAGES:
         return None
     for message in messages:
-        if not isinstance(message, Mapping) or len(message) != 2:
+        if not (type(message) is dict or isinstance(message, Mapping)) or len(message) != 2:
             return None
         content = message.get("content")
         if not isinstance(content, str) or not isinstance(message.get("role"), str):

@@ -181,15 +181,18 @@ def given(value: Any) -> bool:
 def raw_response_requested(kwargs: Mapping[str, Any]) -> bool:
     """``with_raw_response`` / ``with_streaming_response`` calls go to the SDK untouched."""
     headers = kwargs.get("extra_headers")
-    if not isinstance(headers, Mapping):
+    if headers is None or not (type(headers) is dict or isinstance(headers, Mapping)):  # a dict without the ABC check
         return False
-    return any(isinstance(k, str) and k.lower() == _RAW_HEADER for k in headers)
+    for k in headers:
+        if isinstance(k, str) and k.lower() == _RAW_HEADER:
+            return True
+    return False
 
 
 def helper_method(kwargs: Mapping[str, Any]) -> Optional[str]:
     """The SDK helper making this call (``"chat.completions.stream"``, ...), if any."""
     headers = kwargs.get("extra_headers")
-    if isinstance(headers, Mapping):
+    if headers is not None and (type(headers) is dict or isinstance(headers, Mapping)):
         for k, v in headers.items():
             if isinstance(k, str) and k.lower() == "x-stainless-helper-method" and isinstance(v, str):
                 return v

@@ -82,6 +82,8 @@ class _Attempts:
         self.first_error: Optional[BaseException] = None
         self._hedged = False
         self._started = time.monotonic()
+        self._step = 0
+        self._retries: Any = None
 
     def should_retry(self, exc: BaseException) -> bool:
         """Whether ``exc`` may be retried now (the TTFT deadline hedges once, then never again)."""
@@ -146,16 +148,28 @@ class _Attempts:
         self.policy.sleep(wait)
         yield from self._retrying(is_async=False)
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        yield _FirstAttempt(self)
-        if self.first_error is None:
-            return
-        wait = self._first_wait()
-        if wait is None:
-            raise self.first_error
-        await asyncio.sleep(wait)
-        async for attempt in self._retrying(is_async=True):
-            yield attempt
+    # Async: an iterator object, not an async generator, so a call that succeeds first time
+    # builds no generator for the event loop to track (asyncgen hooks, a weak set entry).
+    def __aiter__(self) -> "_Attempts":
+        return self
+
+    async def __anext__(self) -> Any:
+        step = self._step
+        if step == 0:
+            self._step = 1
+            return _FirstAttempt(self)
+        if step == 1:
+            self._step = 2
+            if self.first_error is None:
+                raise StopAsyncIteration
+            wait = self._first_wait()
+            if wait is None:
+                raise self.first_error
+            await asyncio.sleep(wait)
+            self._retries = self._retrying(is_async=True).__aiter__()
+        if self._retries is None:
+            raise StopAsyncIteration
+        return await self._retries.__anext__()
 
 
 def _controller(policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool], is_async: bool) -> Any:
@@ -313,8 +327,8 @@ def open_stream_retrying(
     try:
         for attempt in controller:
             with attempt:
-                timer.new_attempt()
-                tap.new_attempt()
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                    tap.new_attempt()
                 with sending(timer):
                     obj = send()
                 raw = raw_of(obj)
@@ -349,8 +363,8 @@ async def aopen_stream_retrying(
     try:
         async for attempt in controller:
             with attempt:
-                timer.new_attempt()
-                tap.new_attempt()
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                    tap.new_attempt()
                 with sending(timer):
                     obj = await send()
                 raw = raw_of(obj)
@@ -390,8 +404,8 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
     try:
         for attempt in controller:
             with attempt:
-                timer.new_attempt()
-                tap.new_attempt()
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                    tap.new_attempt()
                 with sending(timer):
                     raw = send()
                 tap.opened(raw)
@@ -440,8 +454,8 @@ async def acomplete_retrying(
     try:
         async for attempt in controller:
             with attempt:
-                timer.new_attempt()
-                tap.new_attempt()
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                    tap.new_attempt()
                 with sending(timer):
                     raw = await send()
                 tap.opened(raw)

@@ -12,6 +12,7 @@ The sync and async shells only iterate; all decisions live in the tap and the ti
 
 from __future__ import annotations
 
+import atexit
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Sequence, TypeVar
 
 from ._calls import sending
@@ -176,13 +177,39 @@ def _on_collect(cls: type) -> Callable[[Any], None]:
         try:
             tap = self.__dict__.get(_TAP)
             if tap is not None:
-                tap.timer.abandon()  # a no-op once the record is final
+                timer = tap.timer
+                _open.pop(id(timer), None)
+                timer.abandon()  # a no-op once the record is final
         except Exception:  # never raise from a finalizer (the interpreter may be shutting down)
             pass
         if base_del is not None:
             base_del(self)
 
     return __del__
+
+
+_open: dict[int, Any] = {}
+"""The timers of observed streams not yet collected (by ``id``): those still open when the
+interpreter exits are finalized then (`_abandon_open`), as a ``weakref.finalize`` would."""
+_exit_hook = False
+
+
+def _abandon_open() -> None:
+    """At interpreter exit: finalize the records of streams still alive and unfinished."""
+    for timer in list(_open.values()):
+        try:
+            timer.abandon()
+        except Exception:
+            pass
+    _open.clear()
+
+
+def _track(timer: Any) -> None:
+    global _exit_hook
+    if not _exit_hook:  # registered at the first stream, after the caller set up telemetry: runs before its exit hooks
+        _exit_hook = True
+        atexit.register(_abandon_open)
+    _open[id(timer)] = timer
 
 
 def _subclass(cls: type, methods: dict[str, Any]) -> type:
@@ -218,6 +245,7 @@ def observe_stream(stream: S, tap: Tap, replay: Sequence[Any] = ()) -> S:
     tap.opened(stream)  # a no-op if a driver already did, before it read the first events
     stream.__class__ = _observed_class(type(stream))
     stream.__dict__[_TAP] = tap
+    _track(tap.timer)
     if replay:
         # The relay hands these on one by one and lets go of each (a list the caller gave is
         # taken over, not copied).

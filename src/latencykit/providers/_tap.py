@@ -19,8 +19,9 @@ class Tap:
     Provider taps override `__call__` to mark token-bearing events, read usage and the
     terminal event, and (OpenAI) hide the usage chunk the caller did not ask for, and
     `partial` to rebuild what had arrived from ``events`` when a stream breaks.
-    A tap must never hold a reference to the stream it observes: a GC finalizer on the
-    stream holds the tap, and a back-reference would keep the stream alive.
+    A tap must never hold a reference to the stream it observes: the stream holds the tap
+    (its ``__del__`` finalizes the record of a stream dropped unclosed), and a back-reference
+    would make a cycle that only the garbage collector could free.
     """
 
     __slots__ = ("timer", "texts", "tools", "usage", "_stamp", "_now")
@@ -75,11 +76,11 @@ class Tap:
                 yield replay.pop(0)
             for event in events:
                 try:
-                    keep = see(event)
+                    if not see(event):
+                        continue
                 except Exception:
-                    keep = tap_failed(self)
-                if keep:
-                    yield event
+                    tap_failed(self)  # logged once; the event still reaches the caller
+                yield event
         except GeneratorExit:
             raise  # the caller stopped iterating; close() / GC finalize the record
         except BaseException as exc:
@@ -94,11 +95,11 @@ class Tap:
                 yield replay.pop(0)
             async for event in events:
                 try:
-                    keep = see(event)
+                    if not see(event):
+                        continue
                 except Exception:
-                    keep = tap_failed(self)
-                if keep:
-                    yield event
+                    tap_failed(self)  # logged once; the event still reaches the caller
+                yield event
         except GeneratorExit:
             raise
         except BaseException as exc:

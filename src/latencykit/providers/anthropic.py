@@ -177,13 +177,11 @@ class AnthropicTap(Tap):
                     if event.type == "content_block_delta" and (delta := event.delta).type == "text_delta" and (text := delta.text):
                         texts.append(text)
                         stamp(now())
-                        keep = True
-                    else:
-                        keep = see(event)
+                    elif not see(event):
+                        continue
                 except Exception:
-                    keep = tap_failed(self)
-                if keep:
-                    yield event
+                    tap_failed(self)  # logged once; the event still reaches the caller
+                yield event
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -200,13 +198,11 @@ class AnthropicTap(Tap):
                     if event.type == "content_block_delta" and (delta := event.delta).type == "text_delta" and (text := delta.text):
                         texts.append(text)
                         stamp(now())
-                        keep = True
-                    else:
-                        keep = see(event)
+                    elif not see(event):
+                        continue
                 except Exception:
-                    keep = tap_failed(self)
-                if keep:
-                    yield event
+                    tap_failed(self)  # logged once; the event still reaches the caller
+                yield event
         except GeneratorExit:
             raise
         except BaseException as exc:
