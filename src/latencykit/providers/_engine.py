@@ -22,7 +22,7 @@ import asyncio
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Optional, Protocol, TypeVar
 
 from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
 from ._calls import sending
