@@ -17,6 +17,10 @@ ratio beside it is what noise alone moves a ratio by in this run.
 
     python benchmarks/overhead.py --only async --rounds 12 --calls 64
 
+With two CPUs or more the emulator runs on the last and the benchmark on the first
+(``LATENCYKIT_BENCH_NO_PIN=1`` lets the scheduler place them): unpinned, the two processes
+share and swap cores, and the A/A ratio alone wandered 0.93-1.06 between runs.
+
 Goal: every row ≤ 1.05.
 """
 
