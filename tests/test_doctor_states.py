@@ -101,7 +101,9 @@ def traffic(state: str, k: int) -> Traffic:
     if state == "healthy":
         return Traffic(VLLMConfig.pressure(state), [(words(30, i), LONG) for i in range(max(3, k))], at_once=k)
     if state == "queue_pressure":
-        return Traffic(VLLMConfig.pressure(state, max_num_seqs=k), [(words(30, i), 60) for i in range(k + 3)], at_once=k + 3)
+        # Long enough that a loaded machine still has all k running together (60 tokens, 0.12 s,
+        # once saw 3 of 8 in the floor tier).
+        return Traffic(VLLMConfig.pressure(state, max_num_seqs=k), [(words(30, i), LONG) for i in range(k + 3)], at_once=k + 3)
     if state == "kv_cache_pressure":
         return kv_traffic(k)
     if state == "weak_speculative_decoding":
