@@ -69,8 +69,7 @@ def _free_port() -> int:
 def _pin(server_pid: int) -> None:
     """With two CPUs or more, the emulator on the last and this process on the first: the
     client's CPU time is then not shared with, or moved around by, the server it measures
-    against (that contention alone moved a ratio by ±5 % between runs). Where affinity
-    cannot be set, nothing is pinned."""
+    against. Where affinity cannot be set, nothing is pinned."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) >= 2 and not os.environ.get("LATENCYKIT_BENCH_NO_PIN"):

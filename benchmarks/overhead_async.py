@@ -18,8 +18,9 @@ ratio beside it is what noise alone moves a ratio by in this run.
     python benchmarks/overhead.py --only async --rounds 12 --calls 64
 
 With two CPUs or more the emulator runs on the last and the benchmark on the first
-(``LATENCYKIT_BENCH_NO_PIN=1`` lets the scheduler place them): unpinned, the two processes
-share and swap cores, and the A/A ratio alone wandered 0.93-1.06 between runs.
+(``LATENCYKIT_BENCH_NO_PIN=1`` lets the scheduler place them), so that they do not share or
+swap cores. On a shared two-core machine the A/A ratio still moves 0.93-1.07 between runs:
+read a row against the A/A beside it, and over several runs.
 
 Goal: every row ≤ 1.05.
 """
