@@ -93,3 +93,24 @@ def anthropic_named(name: str) -> str:
 def truncated_chat() -> str:
     """Content, then a clean end with neither finish_reason, usage nor ``[DONE]``."""
     return chat_no_finish(with_usage=False, done=False)
+
+
+def usage_chunks_parsed(monkeypatch: Any) -> list[Any]:
+    """The usage-only chunks the OpenAI SDK builds from here on (every chunk goes through the
+    client's ``_process_response_data``); ``monkeypatch`` undoes the counting."""
+    from openai._base_client import BaseClient
+
+    parsed: list[Any] = []
+    original = BaseClient._process_response_data
+
+    def counting(self: Any, *, data: Any, **kw: Any) -> Any:
+        if isinstance(data, dict) and data.get("choices") == []:
+            parsed.append(data)
+        return original(self, data=data, **kw)
+
+    monkeypatch.setattr(BaseClient, "_process_response_data", counting)
+    return parsed
+
+
+USAGE = {"prompt_tokens": 9, "completion_tokens": 6, "total_tokens": 15, "prompt_tokens_details": {"cached_tokens": 4}}
+"""A usage-only chunk's usage with every count the record reads."""

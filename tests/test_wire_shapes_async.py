@@ -16,8 +16,8 @@ from latencykit.emulator import Emulator
 
 from _replay import Replay, recorded_body
 from _wire_bodies import (
-    ANT_REQ_SMALL, CHAT_REQ_SMALL, WORDS, anthropic_named, chat_no_finish, chat_reasoning_details, chat_with_usage, llama_tiny_read,
-    truncated_chat, vllm_created_cache,
+    ANT_REQ_SMALL, CHAT_REQ_SMALL, USAGE, WORDS, anthropic_named, chat_no_finish, chat_reasoning_details, chat_with_usage,
+    llama_tiny_read, truncated_chat, usage_chunks_parsed, vllm_created_cache,
 )  # fmt: skip
 from conftest import ANT_REQ, CHAT_REQ, headers
 
@@ -177,30 +177,11 @@ async def test_usage_the_server_sends_unasked_is_kept(aoai: Any, raw_aoai: Any) 
     assert final.usage is not None and final.usage.completion_tokens == raw[-1]["usage"]["completion_tokens"]
 
 
-def _usage_chunks_parsed(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The usage-only chunks the SDK builds (every chunk goes through the client's ``_process_response_data``)."""
-    from openai._base_client import BaseClient
-
-    parsed: list[Any] = []
-    original = BaseClient._process_response_data
-
-    def counting(self: Any, *, data: Any, **kw: Any) -> Any:
-        if isinstance(data, dict) and data.get("choices") == []:
-            parsed.append(data)
-        return original(self, data=data, **kw)
-
-    monkeypatch.setattr(BaseClient, "_process_response_data", counting)
-    return parsed
-
-
-_USAGE = {"prompt_tokens": 9, "completion_tokens": 6, "total_tokens": 15, "prompt_tokens_details": {"cached_tokens": 4}}
-
-
 async def test_hidden_usage_chunk_is_read_without_the_sdk_building_it(replay: Replay, monkeypatch: pytest.MonkeyPatch) -> None:
     """Async: the usage chunk latencykit asked for is read from its JSON, never built by the SDK; the record has every count."""
-    replay.serve(chat_with_usage(_USAGE))
+    replay.serve(chat_with_usage(USAGE))
     raw = [c for c in await _dicts(await _raw_oai(replay.base_url).chat.completions.create(stream=True, **CHAT_REQ_SMALL)) if c["choices"]]
-    parsed = _usage_chunks_parsed(monkeypatch)
+    parsed = usage_chunks_parsed(monkeypatch)
     client = _oai(replay.base_url)
     seen = await _dicts(await client.chat.completions.create(stream=True, **CHAT_REQ_SMALL))
     assert seen == raw and parsed == []
@@ -212,8 +193,8 @@ async def test_hidden_usage_chunk_is_read_without_the_sdk_building_it(replay: Re
 
 async def test_a_usage_chunk_that_does_not_validate_goes_to_the_sdk(replay: Replay, monkeypatch: pytest.MonkeyPatch) -> None:
     """Async: a usage the SDK's model rejects is parsed by the SDK as before: still hidden, counts kept."""
-    replay.serve(chat_with_usage({**_USAGE, "prompt_tokens": None}))
-    parsed = _usage_chunks_parsed(monkeypatch)
+    replay.serve(chat_with_usage({**USAGE, "prompt_tokens": None}))
+    parsed = usage_chunks_parsed(monkeypatch)
     client = _oai(replay.base_url)
     seen = await _dicts(await client.chat.completions.create(stream=True, **CHAT_REQ_SMALL))
     assert all(c["choices"] for c in seen) and len(parsed) == 1

@@ -15,7 +15,7 @@ import json
 import types
 import weakref
 from functools import cached_property
-from typing import Any, AsyncIterable, AsyncIterator, Iterable, Iterator, Optional
+from typing import Any, Optional
 
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -30,7 +30,7 @@ from ..core._usage import apply_openai_chat_usage
 from ._calls import given, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
 from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, create_call, enter_helper
-from ._tap import Tap, raise_failure, raise_if_cut, tap_failed
+from ._tap import Tap
 from ._usage_habit import HIDDEN, NOT_ASKED, UNASKED, UNVERIFIED, UsageProbe, habits_for, may_probe
 
 __all__ = [
@@ -111,64 +111,6 @@ class ChatTap(Tap):
         if probe is not None and self.timer.saw_terminal:  # a whole stream, and no usage-only chunk
             self.probe = None
             probe.saw(False)
-
-    # The loops of `Tap.relay` / `Tap.arelay` with the commonest chunk (one choice, one piece of
-    # text, nothing else) handled inline, as `__call__` handles it: a call fewer per chunk.
-    def relay(self, stream: Any, events: Iterable[Any], replay: list[Any]) -> Iterator[Any]:
-        see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
-        try:
-            while replay:  # handed on one by one: the caller, not the relay, holds them now
-                yield replay.pop(0)
-            for chunk in events:
-                try:
-                    fast = (not self._slow and chunk.usage is None and len(choices := chunk.choices) == 1
-                            and (content := (choice := choices[0]).delta.content) and not choice.finish_reason
-                            and chunk.object == _CHUNK)  # fmt: skip
-                except AttributeError:  # not a chat chunk: the full path reads it
-                    fast = False
-                if fast:
-                    texts.append(content)
-                    stamp(now())
-                else:
-                    try:
-                        if not see(chunk):
-                            continue
-                    except Exception:
-                        tap_failed(self)  # logged once; the chunk still reaches the caller
-                yield chunk
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            raise_failure(self, exc, stream)
-        raise_if_cut(self, stream)
-
-    async def arelay(self, stream: Any, events: AsyncIterable[Any], replay: list[Any]) -> AsyncIterator[Any]:
-        see, texts, stamp, now = self.__call__, self.texts, self._stamp, self._now
-        try:
-            while replay:
-                yield replay.pop(0)
-            async for chunk in events:
-                try:
-                    fast = (not self._slow and chunk.usage is None and len(choices := chunk.choices) == 1
-                            and (content := (choice := choices[0]).delta.content) and not choice.finish_reason
-                            and chunk.object == _CHUNK)  # fmt: skip
-                except AttributeError:
-                    fast = False
-                if fast:
-                    texts.append(content)
-                    stamp(now())
-                else:
-                    try:
-                        if not see(chunk):
-                            continue
-                    except Exception:
-                        tap_failed(self)
-                yield chunk
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            raise_failure(self, exc, stream)
-        raise_if_cut(self, stream)
 
     def take_usage_chunk(self, data: str) -> bool:
         """Read latencykit's own usage-only chunk (``data``: its SSE JSON) and say whether the
