@@ -327,7 +327,7 @@ def open_stream_retrying(
     try:
         for attempt in controller:
             with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
                     tap.new_attempt()
                 with sending(timer):
                     obj = send()
@@ -363,7 +363,7 @@ async def aopen_stream_retrying(
     try:
         async for attempt in controller:
             with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
                     tap.new_attempt()
                 with sending(timer):
                     obj = await send()
@@ -404,7 +404,7 @@ def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, at
     try:
         for attempt in controller:
             with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
                     tap.new_attempt()
                 with sending(timer):
                     raw = send()
@@ -454,7 +454,7 @@ async def acomplete_retrying(
     try:
         async for attempt in controller:
             with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt (a fresh one has nothing to forget)
+                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
                     tap.new_attempt()
                 with sending(timer):
                     raw = await send()
