@@ -86,3 +86,19 @@ async def test_recorded_llama_server_stream_gives_server_timings() -> None:
         assert rec.extra["server_timings"]["prompt_n"] == 21
         assert rec.extra["server_ttft"] == pytest.approx(rec.extra["server_timings"]["prompt_ms"] / 1000)
         await client.close()
+
+
+async def test_caller_stream_still_gives_steps_and_server_timings(client: AsyncVLLM) -> None:
+    """``stream=True`` from the caller: the figures on the hidden usage-only chunk reach the record."""
+    chunks = [c async for c in await client.chat.completions.create(messages=HI, max_tokens=32, stream=True)]
+    rec = client.latency.last
+    assert rec is not None and rec.output_tokens == 32 and all(c.choices for c in chunks)
+    assert rec.extra["decode_steps"] == 9 and rec.extra["itl_per_token_mean"] > 0
+    with Replay().serve(recorded_body("real-llama-server-sse.txt")) as replay:
+        llama = AsyncLlamaCpp(replay.base_url, model="tiny", max_retries=0)
+        chunks = [c async for c in await llama.chat.completions.create(messages=HI, max_tokens=4, stream=True)]
+        rec = llama.latency.last
+        assert rec is not None and rec.output_tokens == 4 and all(c.choices for c in chunks)
+        assert rec.extra["server_timings"]["prompt_n"] == 21
+        assert rec.extra["server_ttft"] == pytest.approx(rec.extra["server_timings"]["prompt_ms"] / 1000)
+        await llama.close()

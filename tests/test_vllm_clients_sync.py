@@ -130,3 +130,20 @@ def test_recorded_llama_server_stream_gives_server_timings() -> None:
         assert rec.extra["server_tpot"] == pytest.approx(timings["predicted_per_token_ms"] / 1000)
         assert rec.extra["server_cache_tokens"] == 0 == rec.cache_read_tokens
         client.close()
+
+
+def test_caller_stream_still_gives_steps_and_server_timings(client: VLLM) -> None:
+    """``stream=True`` from the caller: latencykit's usage-only chunk is read off the wire (never
+    shown), and the vLLM / llama-server figures it carries still reach the record."""
+    chunks = list(client.chat.completions.create(messages=HI, max_tokens=32, stream=True))
+    rec = client.latency.last
+    assert rec is not None and rec.output_tokens == 32 and all(c.choices for c in chunks)
+    assert rec.extra["decode_steps"] == 9 and rec.extra["itl_per_token_mean"] > 0
+    with Replay().serve(recorded_body("real-llama-server-sse.txt")) as replay:
+        llama = LlamaCpp(replay.base_url, model="tiny", max_retries=0)
+        chunks = list(llama.chat.completions.create(messages=HI, max_tokens=4, stream=True))
+        rec = llama.latency.last
+        assert rec is not None and rec.output_tokens == 4 and all(c.choices for c in chunks)
+        assert rec.extra["server_timings"]["prompt_n"] == 21
+        assert rec.extra["server_ttft"] == pytest.approx(rec.extra["server_timings"]["prompt_ms"] / 1000)
+        llama.close()

@@ -78,6 +78,10 @@ class StepTap(ChatTap):
             self._publish()
         return keep
 
+    def read_usage_chunk(self, chunk: dict[str, Any]) -> None:
+        """The final usage-only chunk, read without the SDK: the steps end here."""
+        self._publish()
+
     def _publish(self) -> None:
         extra = self.timer.record.extra
         extra["server"] = "vllm"
@@ -106,6 +110,12 @@ class LlamaTap(ChatTap):
         if isinstance(timings, dict):
             record_timings(self.timer.record.extra, timings)
         return keep
+
+    def read_usage_chunk(self, chunk: dict[str, Any]) -> None:
+        """The final usage-only chunk, read without the SDK: its ``timings``."""
+        timings = chunk.get("timings")
+        if isinstance(timings, dict):
+            record_timings(self.timer.record.extra, timings)
 
 
 def record_timings(extra: dict[str, Any], timings: dict[str, Any]) -> None:

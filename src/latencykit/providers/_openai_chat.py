@@ -144,7 +144,12 @@ class ChatTap(Tap):
         timer.event(False)
         timer.terminal()  # the usage-only chunk comes last, after every choice finished
         rec.extra["usage_chunk"] = HIDDEN if self.usage_verified else UNVERIFIED
+        self.read_usage_chunk(chunk)
         return True
+
+    def read_usage_chunk(self, chunk: dict[str, Any]) -> None:
+        """Read what else a server put on the usage-only chunk that `take_usage_chunk` took
+        (its JSON as a dict): nothing here; the self-hosted servers' taps read their extras."""
 
     def __call__(self, chunk: Any) -> bool:
         try:  # the commonest chunk first: one piece of text (anything else takes the full path below)
