@@ -180,7 +180,9 @@ async def test_usage_the_server_sends_unasked_is_kept(aoai: Any, raw_aoai: Any) 
 async def test_hidden_usage_chunk_is_read_without_the_sdk_building_it(replay: Replay, monkeypatch: pytest.MonkeyPatch) -> None:
     """Async: the usage chunk latencykit asked for is read from its JSON, never built by the SDK; the record has every count."""
     replay.serve(chat_with_usage(USAGE))
-    raw = [c for c in await _dicts(await _raw_oai(replay.base_url).chat.completions.create(stream=True, **CHAT_REQ_SMALL)) if c["choices"]]
+    plain = _raw_oai(replay.base_url)
+    raw = [c for c in await _dicts(await plain.chat.completions.create(stream=True, **CHAT_REQ_SMALL)) if c["choices"]]
+    await plain.close()
     parsed = usage_chunks_parsed(monkeypatch)
     client = _oai(replay.base_url)
     seen = await _dicts(await client.chat.completions.create(stream=True, **CHAT_REQ_SMALL))

@@ -241,7 +241,8 @@ def test_hidden_usage_chunk_is_read_without_the_sdk_building_it(replay: Replay, 
     """The usage chunk latencykit asked for is read from its JSON: the caller sees the raw SDK's chunks less it,
     the record has every count, and the SDK never builds a chunk object it would drop."""
     replay.serve(chat_with_usage(USAGE))
-    raw = [c for c in _dicts(_raw_oai(replay.base_url).chat.completions.create(stream=True, **CHAT_REQ_SMALL)) if c["choices"]]
+    with _raw_oai(replay.base_url) as plain:
+        raw = [c for c in _dicts(plain.chat.completions.create(stream=True, **CHAT_REQ_SMALL)) if c["choices"]]
     parsed = usage_chunks_parsed(monkeypatch)
     client = _oai(replay.base_url)
     seen = _dicts(client.chat.completions.create(stream=True, **CHAT_REQ_SMALL))
