@@ -16,7 +16,7 @@ moves a ratio by in this run, the yardstick for reading the others.
     python benchmarks/overhead.py                 # 500-token streams, 20 rounds × 10 calls, then the size axis
     python benchmarks/overhead.py --rounds 5      # quicker
     python benchmarks/overhead.py --only sizes    # only the prompt-size axis
-    python benchmarks/overhead.py --only async    # 30-token async calls, 16 in flight, every async form
+    python benchmarks/overhead.py --only async    # 30-token async calls, 16 in flight, every async form (150 rounds)
 
 Goals: ratio ≤ 1.05 with telemetry unconfigured (no OpenTelemetry SDK: the API's no-ops);
 ≤ 1.10 with the OpenTelemetry SDK and in-memory exporters on (spans + metrics).
@@ -322,18 +322,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per client per round")
     parser.add_argument("--only", choices=("streams", "async", "sizes", "breakpoints"), default=None, help="run one part only")
+    parser.add_argument("--async-rounds", type=int, default=None,
+                        help="rounds of the async rows (default 150), each one window of 16 calls per client")
     parser.add_argument("--row", default=None, help="async rows whose name contains this text only (e.g. 'messages.create(stream')")
     args = parser.parse_args()
-    if args.rounds < 1 or args.calls < 1:
-        parser.error("--rounds and --calls must be >= 1")
+    if args.rounds < 1 or args.calls < 1 or (args.async_rounds is not None and args.async_rounds < 2):
+        parser.error("--rounds and --calls must be >= 1, --async-rounds >= 2")
 
     with emulator_process() as base:
         if args.only in (None, "streams"):
             streams(base, args.rounds, args.calls)
         if args.only in (None, "async"):
-            from overhead_async import async_axis  # (this folder: run as python benchmarks/overhead.py)
+            from overhead_async import ASYNC_ROUNDS, IN_FLIGHT, async_axis  # (this folder: run as python benchmarks/overhead.py)
 
-            async_axis(base, args.rounds, max(args.calls, 4 * 16), _orders, _freeze_heap, args.row)
+            async_axis(base, args.async_rounds or ASYNC_ROUNDS, IN_FLIGHT, _orders, _freeze_heap, args.row)
         if args.only in (None, "sizes"):
             size_axis(base, args.rounds, args.calls)
         if args.only in (None, "breakpoints"):

@@ -11,16 +11,26 @@ A ``create()`` row's baseline is the raw SDK streaming the same answer and accum
 its own helper (``.stream()`` + ``get_final_*()``): latencykit sends every create() as a stream,
 so that is the work it does; the raw SDK's unstreamed create() (one JSON body) is printed below
 the table for what streaming itself costs. Each row runs the raw async SDK, latencykit, and the raw SDK again (A/A) in rounds whose order
-rotates (`overhead._orders`); a round is ``calls`` calls of one client, 16 at a time. The ratio is
-the median over rounds of latencykit's CPU per call / the raw SDK's in the same round; the A/A
-ratio beside it is what noise alone moves a ratio by in this run.
+rotates (`overhead._orders`); in a round each client runs one window of ``calls`` calls, 16 at a
+time (by default 16: one batch in flight). The ratio is the median over rounds of latencykit's
+CPU per call / the raw SDK's in the same round, printed with its 95 % confidence interval
+(distribution-free: the order statistics of the paired ratios around their median); the A/A
+ratio beside it is what noise alone moves a ratio by in this run. A row is ``within`` the goal
+when its whole interval is, ``over`` when the whole interval is above it, and ``unsure`` when
+the interval straddles it (run more rounds).
 
-    python benchmarks/overhead.py --only async --rounds 12 --calls 64
+Why many short windows rather than a few long ones: on a shared VM the machine's own speed
+moves by about 14 % (standard deviation of the log ratio of two adjacent windows) at every
+window length tried, 1.4 ms to 1.5 s, for a pure CPU loop against itself. Longer windows do
+not average that out, so only the number of pairs narrows the interval: 200 pairs of 16-call
+windows give about ±2.7 %; 15 pairs of 64-call windows (the earlier default) gave about ±5 %.
+
+    python benchmarks/overhead.py --only async                      # 150 rounds × 16 calls, ~7 minutes on 2 cores
+    python benchmarks/overhead.py --only async --async-rounds 400   # a narrower interval
 
 With two CPUs or more the emulator runs on the last and the benchmark on the first
 (``LATENCYKIT_BENCH_NO_PIN=1`` lets the scheduler place them), so that they do not share or
-swap cores. On a shared two-core machine the A/A ratio still moves 0.93-1.07 between runs:
-read a row against the A/A beside it, and over several runs.
+swap cores. Read a row against the A/A beside it, and its interval.
 
 Goal: every row ≤ 1.05.
 """
@@ -28,9 +38,10 @@ Goal: every row ≤ 1.05.
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NamedTuple
 
 import anthropic
 import openai
@@ -39,6 +50,10 @@ import latencykit as lk
 
 ASYNC_OUTPUT_TOKENS = 30
 IN_FLIGHT = 16
+GOAL = 1.05
+"""Every async row's paired ratio, latencykit / raw SDK, at most this."""
+ASYNC_ROUNDS = 150
+"""Rounds by default: one window of `IN_FLIGHT` calls per client each (about ±3 % at 95 % here)."""
 HEADERS = {"x-emulator-output-tokens": str(ASYNC_OUTPUT_TOKENS)}
 _ANT: dict[str, Any] = {"model": "claude-sonnet-5", "max_tokens": 1024, "messages": [{"role": "user", "content": "Write a story."}]}
 _CHAT: dict[str, Any] = {"model": "gpt-5-mini", "max_completion_tokens": 1024, "messages": [{"role": "user", "content": "Write a story."}]}
@@ -156,8 +171,35 @@ async def _cpu_per_call(client: Any, call: Call, calls: int) -> float:
     return (time.process_time() - start) / calls
 
 
+def median_interval(ratios: list[float], z: float = 1.96) -> tuple[float, float, float]:
+    """The median of paired ratios and its ~95 % confidence interval, distribution-free: the
+    sorted ratios of ranks ``n/2 - z·√n/2`` and ``1 + n/2 + z·√n/2`` (1-based; the sign-test
+    interval), so a skewed or heavy-tailed spread of rounds is not assumed away."""
+    xs = sorted(ratios)
+    n = len(xs)
+    half = z * math.sqrt(n) / 2
+    lo, hi = max(0, round(n / 2 - half) - 1), min(n - 1, round(1 + n / 2 + half) - 1)
+    return statistics.median(xs), xs[lo], xs[hi]
+
+
+def verdict(lo: float, hi: float, goal: float = GOAL) -> str:
+    """``within`` when the whole interval is at or under ``goal``, ``over`` when all of it is above, else ``unsure``."""
+    return "within" if hi <= goal else "over" if lo > goal else "unsure"
+
+
+class RowResult(NamedTuple):
+    raw_s: float
+    """The raw SDK's CPU seconds per call (median over rounds)."""
+    mine_s: float
+    """latencykit's CPU seconds per call (median over rounds)."""
+    ratio: tuple[float, float, float]
+    """Paired latencykit / raw SDK: median, interval low, interval high."""
+    aa: tuple[float, float, float]
+    """Paired raw SDK / raw SDK (A/A), likewise."""
+
+
 async def _row(base: str, provider: str, raw_call: Call, call: Call, rounds: int, calls: int, orders: Any,
-               freeze: Callable[[], None]) -> tuple[float, float, float, float]:
+               freeze: Callable[[], None]) -> RowResult:
     clients = _clients(base, provider)
     runs = (raw_call, call, raw_call)
     try:
@@ -171,9 +213,8 @@ async def _row(base: str, provider: str, raw_call: Call, call: Call, rounds: int
     finally:
         for c in clients:
             await c.close()
-    raw, mine = statistics.median(samples[0]), statistics.median(samples[1])
-    paired = [statistics.median(a / b for a, b in zip(samples[k], samples[0])) for k in (1, 2)]
-    return raw, mine, paired[0], paired[1]
+    ratio, aa = (median_interval([a / b for a, b in zip(samples[k], samples[0])]) for k in (1, 2))
+    return RowResult(statistics.median(samples[0]), statistics.median(samples[1]), ratio, aa)
 
 
 def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable[[], None], row: str | None = None) -> dict[str, float]:
@@ -181,21 +222,24 @@ def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable
     print()
     print(f"async: client CPU per {ASYNC_OUTPUT_TOKENS}-token call, {IN_FLIGHT} in flight, {rounds} rounds × {calls} calls, "
           "zero server delay, emulator in a separate process")  # fmt: skip
-    print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'A/A':>6}")
+    print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'95% interval':>13} {'A/A':>6} {'A/A interval':>13}  goal")
     ratios: dict[str, float] = {}
     for name, (provider, raw_call, call) in ROWS.items():
         if row is not None and row not in name:
             continue
-        raw, mine, ratio, aa = asyncio.run(_row(base, provider, raw_call, call, rounds, calls, orders, freeze))
+        res = asyncio.run(_row(base, provider, raw_call, call, rounds, calls, orders, freeze))
+        (ratio, lo, hi), (aa, aa_lo, aa_hi) = res.ratio, res.aa
         ratios[name] = ratio
-        print(f"{name:44} {raw * 1000:10.3f} {mine * 1000:8.3f} {ratio:6.3f} {aa:6.3f}")
+        print(f"{name:44} {res.raw_s * 1000:10.3f} {res.mine_s * 1000:8.3f} {ratio:6.3f} {lo:6.3f}-{hi:<6.3f} "
+              f"{aa:6.3f} {aa_lo:6.3f}-{aa_hi:<6.3f}  {verdict(lo, hi)}")  # fmt: skip
     if ratios:
         print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(ratios.values()):6.3f}")
-    print("goal: every async row <= 1.05; A/A: the raw SDK against itself (the noise floor). create(): against the raw")
-    print("SDK streaming the same answer and accumulating it with its own helper (what latencykit does for you);")
+    print(f"goal: every async row <= {GOAL} (within: the whole 95% interval is; unsure: it straddles the goal, run more")
+    print("rounds). A/A: the raw SDK against itself (the noise floor). create(): against the raw SDK streaming the same")
+    print("answer and accumulating it with its own helper (what latencykit does for you);")
     for name, (provider, call) in UNSTREAMED.items():
         if row is not None:
             break
-        raw, _, _, _ = asyncio.run(_row(base, provider, call, call, max(rounds // 2, 1), calls, orders, freeze))
-        print(f"  the raw SDK's unstreamed {name.split(' ', 1)[1]}: {raw * 1000:.3f} ms (one JSON body, no first token before the end)")
+        res = asyncio.run(_row(base, provider, call, call, max(rounds // 4, 1), calls, orders, freeze))
+        print(f"  the raw SDK's unstreamed {name.split(' ', 1)[1]}: {res.raw_s * 1000:.3f} ms (one JSON body, no first token before the end)")
     return ratios
