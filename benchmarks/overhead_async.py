@@ -38,7 +38,6 @@ Goal: every row ≤ 1.05.
 from __future__ import annotations
 
 import asyncio
-import math
 import statistics
 import time
 from typing import Any, Awaitable, Callable, NamedTuple
@@ -47,6 +46,7 @@ import anthropic
 import openai
 
 import latencykit as lk
+from latencykit.bench._stats import quantile_ranks
 
 ASYNC_OUTPUT_TOKENS = 30
 IN_FLIGHT = 16
@@ -171,15 +171,14 @@ async def _cpu_per_call(client: Any, call: Call, calls: int) -> float:
     return (time.process_time() - start) / calls
 
 
-def median_interval(ratios: list[float], z: float = 1.96) -> tuple[float, float, float]:
-    """The median of paired ratios and its ~95 % confidence interval, distribution-free: the
-    sorted ratios of ranks ``n/2 - z·√n/2`` and ``1 + n/2 + z·√n/2`` (1-based; the sign-test
-    interval), so a skewed or heavy-tailed spread of rounds is not assumed away."""
+def median_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """The median of paired ratios and its 95 % confidence interval, distribution-free: the
+    order statistics the bench reads for any percentile (`latencykit.bench._stats.quantile_ranks`,
+    the sign-test ranks), so a skewed or heavy-tailed spread of rounds is not assumed away.
+    With too few rounds to bound it, the interval is the whole spread."""
     xs = sorted(ratios)
-    n = len(xs)
-    half = z * math.sqrt(n) / 2
-    lo, hi = max(0, round(n / 2 - half) - 1), min(n - 1, round(1 + n / 2 + half) - 1)
-    return statistics.median(xs), xs[lo], xs[hi]
+    lo, hi = quantile_ranks(0.5, len(xs))
+    return statistics.median(xs), xs[max(lo, 0)], xs[min(hi, len(xs) - 1)]
 
 
 def verdict(lo: float, hi: float, goal: float = GOAL) -> str:

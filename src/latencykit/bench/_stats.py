@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 from ..telemetry._sketch import PercentileSketch
 from ..telemetry._slo import SLO
 
-__all__ = ["QUANTILES", "Pct", "chi_square_p", "parse_slo", "percentiles"]
+__all__ = ["QUANTILES", "Pct", "chi_square_p", "parse_slo", "percentiles", "quantile_ranks"]
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)
 Z95 = 1.959964
@@ -65,6 +65,14 @@ class Pct:
                 "lo_open": self.lo_open, "hi_open": self.hi_open}  # fmt: skip
 
 
+def quantile_ranks(q: float, n: int, z: float = Z95) -> tuple[int, int]:
+    """The 0-based ranks, among ``n`` sorted samples, of the q-quantile's confidence interval
+    (``n·q ∓ z·sqrt(n·q·(1-q))``, widened outwards by one rank). Not clamped: a rank below 0 or
+    above ``n - 1`` means the sample does not bound the quantile on that side."""
+    half = z * math.sqrt(n * q * (1 - q))
+    return math.floor(n * q - half) - 1, math.ceil(n * q + half)
+
+
 def percentiles(sketch: PercentileSketch, qs: Sequence[float] = QUANTILES) -> dict[float, Pct]:
     """Each quantile of ``sketch`` with its confidence interval (``None`` values when empty)."""
     n = sketch.count
@@ -73,9 +81,7 @@ def percentiles(sketch: PercentileSketch, qs: Sequence[float] = QUANTILES) -> di
     wanted: list[float] = []
     opens: list[tuple[bool, bool]] = []
     for q in qs:
-        half = Z95 * math.sqrt(n * q * (1 - q))
-        lo_rank = math.floor(n * q - half) - 1
-        hi_rank = math.ceil(n * q + half)
+        lo_rank, hi_rank = quantile_ranks(q, n)
         opens.append((lo_rank < 0, hi_rank > n - 1))
         lo_rank, hi_rank = max(0, lo_rank), min(n - 1, hi_rank)
         # The sketch answers nearest-rank quantiles (0-based index ceil(q·n) − 1): (r + 0.5) / n reads index r.
