@@ -17,6 +17,7 @@ moves a ratio by in this run, the yardstick for reading the others.
     python benchmarks/overhead.py --rounds 5      # quicker
     python benchmarks/overhead.py --only sizes    # only the prompt-size axis
     python benchmarks/overhead.py --only async    # 30-token async calls, 16 in flight, every async form (150 rounds)
+    python benchmarks/overhead.py --only parts    # what each feature adds to a short async stream (no sockets)
 
 Goals: ratio ≤ 1.05 with telemetry unconfigured (no OpenTelemetry SDK: the API's no-ops);
 ≤ 1.10 with the OpenTelemetry SDK and in-memory exporters on (spans + metrics).
@@ -321,13 +322,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per client per round")
-    parser.add_argument("--only", choices=("streams", "async", "sizes", "breakpoints"), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("streams", "async", "parts", "sizes", "breakpoints"), default=None, help="run one part only")
     parser.add_argument("--async-rounds", type=int, default=None,
                         help="rounds of the async rows (default 150), each one window of 16 calls per client")
+    parser.add_argument("--parts-rounds", type=int, default=None, help="rounds of the parts table (default 150)")
     parser.add_argument("--row", default=None, help="async rows whose name contains this text only (e.g. 'messages.create(stream')")
     args = parser.parse_args()
-    if args.rounds < 1 or args.calls < 1 or (args.async_rounds is not None and args.async_rounds < 2):
-        parser.error("--rounds and --calls must be >= 1, --async-rounds >= 2")
+    if args.rounds < 1 or args.calls < 1 or any(n is not None and n < 2 for n in (args.async_rounds, args.parts_rounds)):
+        parser.error("--rounds and --calls must be >= 1, --async-rounds and --parts-rounds >= 2")
 
     with emulator_process() as base:
         if args.only in (None, "streams"):
@@ -336,6 +338,11 @@ def main() -> None:
             from overhead_async import ASYNC_ROUNDS, IN_FLIGHT, async_axis  # (this folder: run as python benchmarks/overhead.py)
 
             async_axis(base, args.async_rounds or ASYNC_ROUNDS, IN_FLIGHT, _orders, _freeze_heap, args.row)
+        if args.only == "parts":  # a diagnosis of the async rows, on request
+            from overhead_async import IN_FLIGHT
+            from overhead_parts import PARTS_ROUNDS, parts_axis
+
+            parts_axis(base, args.parts_rounds or PARTS_ROUNDS, IN_FLIGHT, _orders, _freeze_heap)
         if args.only in (None, "sizes"):
             size_axis(base, args.rounds, args.calls)
         if args.only in (None, "breakpoints"):
