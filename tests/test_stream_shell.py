@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from latencykit import CallRecord, CallTimer
-from latencykit.providers._streams import direct_iteration, observe_stream
+from latencykit.providers._streams import direct_iteration, item_reader, observe_stream
 from latencykit.providers._tap import Tap
 
 
@@ -121,3 +121,39 @@ def test_a_subclass_that_overrides_iteration_is_honoured() -> None:
     stream = observe_stream(_bare(Shouting, iter(ITEMS)), _tap(sink))
     assert list(stream) == ["A", "B", "C", "end"]
     assert [r.outcome for r in sink] == ["completed"]
+
+
+@pytest.mark.parametrize("cls", [anthropic.Stream, anthropic.AsyncStream, openai.Stream, openai.AsyncStream])
+def test_installed_sdks_items_are_read_from_their_iterator(cls: type) -> None:
+    """How latencykit reads the events it holds back until the first token: from ``_iterator``
+    directly where the SDK's ``__next__`` / ``__anext__`` only forwards it (no observer set)."""
+    items: Any = iter(ITEMS) if cls in (anthropic.Stream, openai.Stream) else _aiter(ITEMS)
+    read = item_reader(_bare(cls, items))  # (anthropic's observer: None on this stand-in response)
+    assert read == (items.__next__ if isinstance(items, Iterator) else items.__anext__)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_items_read_with_an_sdk_observer_set_still_reach_it(is_async: bool) -> None:
+    observer = _Observer()
+    cls = anthropic.AsyncStream if is_async else anthropic.Stream
+    read = item_reader(_bare(cls, _aiter(ITEMS) if is_async else iter(ITEMS), observer))
+
+    async def first_two() -> list[Any]:
+        return [await read(), await read()]
+
+    got = asyncio.run(first_two()) if is_async else [read(), read()]
+    assert got == ITEMS[:2] and observer.items == ITEMS[:2]
+
+
+def test_a_subclass_that_overrides_next_is_read_through_its_method() -> None:
+    class Shouting(openai.Stream):  # type: ignore[type-arg]
+        def __next__(self) -> Any:
+            return self._iterator.__next__().upper()
+
+    read = item_reader(_bare(Shouting, iter(ITEMS)))
+    assert [read(), read()] == ["A", "B"]
+
+
+async def _aiter(items: list[str]) -> AsyncIterator[str]:
+    for item in items:
+        yield item

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Optional, 
 from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
 from ._calls import sending
 from ..core._errors import EndedEarly, _is_sdk_error, incomplete_error, interrupted_error
-from ._streams import observe_stream
+from ._streams import item_reader, observe_stream
 from ._tap import Tap, not_event_stream
 
 if TYPE_CHECKING:
@@ -214,9 +214,10 @@ def _hold_back(raw: Any, tap: Tap) -> list[Any]:
     held: list[Any] = []
     timer = tap.timer
     see = tap.__call__
+    read = item_reader(raw)
     while True:
         try:
-            event = next(raw)
+            event = read()
         except StopIteration:
             tap.ended()
             if timer.saw_terminal:
@@ -236,9 +237,10 @@ async def _ahold_back(raw: Any, tap: Tap) -> list[Any]:
     held: list[Any] = []
     timer = tap.timer
     see = tap.__call__
+    read = item_reader(raw)
     while True:
         try:
-            event = await raw.__anext__()
+            event = await read()
         except StopAsyncIteration:
             tap.ended()
             if timer.saw_terminal:

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, 
 from ._calls import sending
 from ._tap import Tap, end_of_events, raise_failure, tap_failed
 
-__all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "TAP_ATTR"]
+__all__ = ["observe_stream", "is_observed", "open_stream", "aopen_stream", "item_reader", "TAP_ATTR"]
 
 S = TypeVar("S")
 
@@ -66,6 +66,31 @@ async def _areyield_observed(self: Any) -> Any:
         yield item
 
 
+# Likewise their ``__next__`` / ``__anext__`` (read one item: how latencykit reads the events
+# it holds back until the first token): where the installed SDK's method is exactly one of
+# these, the item is read from ``self._iterator`` directly, without a coroutine per event.
+def _next_plain(self: Any) -> Any:
+    return self._iterator.__next__()
+
+
+def _next_observed(self: Any) -> Any:
+    item = self._iterator.__next__()
+    if (observer := self._observer) is not None:
+        observer.item(item)
+    return item
+
+
+async def _anext_plain(self: Any) -> Any:
+    return await self._iterator.__anext__()
+
+
+async def _anext_observed(self: Any) -> Any:
+    item = await self._iterator.__anext__()
+    if (observer := self._observer) is not None:
+        observer.item(item)
+    return item
+
+
 def _shape(fn: Any) -> Any:
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -74,12 +99,36 @@ def _shape(fn: Any) -> Any:
 
 
 _PLAIN, _OBSERVED = "plain", "observed"
+_UNSEEN: Any = object()
 _SHAPES = {
     _shape(_reyield): _PLAIN,
     _shape(_reyield_observed): _OBSERVED,
     _shape(_areyield): _PLAIN,
     _shape(_areyield_observed): _OBSERVED,
 }
+
+
+_NEXT_SHAPES = {
+    _shape(_next_plain): _PLAIN,
+    _shape(_next_observed): _OBSERVED,
+    _shape(_anext_plain): _PLAIN,
+    _shape(_anext_observed): _OBSERVED,
+}
+_next_kinds: dict[type, Optional[str]] = {}
+
+
+def item_reader(stream: Any) -> Callable[[], Any]:
+    """What reads ``stream``'s next item as its own ``__next__`` / ``__anext__`` does (the async
+    one returns an awaitable): its ``_iterator``'s method, where that is all the SDK's method
+    does (and no observer is set), else the stream's own."""
+    cls = type(stream)
+    is_async = hasattr(cls, "__anext__")
+    kind = _next_kinds.get(cls, _UNSEEN)
+    if kind is _UNSEEN:
+        kind = _next_kinds[cls] = _NEXT_SHAPES.get(_shape(cls.__anext__ if is_async else cls.__next__))
+    source = stream._iterator if kind is _PLAIN or (kind is _OBSERVED and stream._observer is None) else stream
+    read: Callable[[], Any] = source.__anext__ if is_async else source.__next__
+    return read
 
 
 def direct_iteration(method: Any) -> Optional[str]:
