@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from anthropic.types import RawMessageStreamEvent
+from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseStreamEvent
 from anthropic._models import construct_type as construct_anthropic
@@ -16,6 +17,7 @@ from openai._models import construct_type as construct_openai
 
 from latencykit import CallRecord, CallTimer
 from latencykit.providers.anthropic import AnthropicTap
+from latencykit.providers._usage_habit import UNVERIFIED
 from latencykit.providers.openai import ChatTap, ResponsesTap
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "recorded"  # provenance: fixtures/README.md
@@ -130,3 +132,33 @@ def test_an_object_that_is_not_a_chat_chunk_is_read_mid_stream() -> None:
     usage = [e for e in events if e.get("usage")][-1]["usage"]
     assert rec.outcome == "completed" and rec.output_tokens == usage["completion_tokens"]
     assert "".join(tap.texts) == "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e.get("choices"))
+
+
+def test_a_hidden_usage_chunk_read_from_its_json_gives_the_record_and_a_partial_its_usage() -> None:
+    """latencykit's own usage-only chunk is read from its SSE JSON (never built by the SDK): the
+    record gets its counts at once, a partial output the SDK's ``CompletionUsage``, built then."""
+    events = _events("openai-stream-include-usage.yaml")
+    last = [e for e in events if e.get("usage")][-1]
+    usage = {**last["usage"], "prompt_tokens_details": {"cached_tokens": 3}}
+    sink: list[CallRecord] = []
+    timer = CallTimer(CallRecord(provider="x", operation="chat", request_model=None), clock=Ticks(), sink=sink.append)
+    tap = ChatTap(timer, hide_usage=True)
+    assert not tap.take_usage_chunk(json.dumps(events[1]))  # a chunk with choices: the SDK's to parse
+    assert tap.take_usage_chunk(json.dumps({**last, "usage": usage}))
+    rec = timer.record
+    assert (rec.input_tokens, rec.output_tokens, rec.cache_read_tokens) == (usage["prompt_tokens"], usage["completion_tokens"], 3)
+    assert timer.saw_terminal and rec.extra["usage_chunk"] == UNVERIFIED
+    built = tap.partial().usage
+    assert isinstance(built, CompletionUsage) and built.prompt_tokens_details is not None
+    assert built.model_dump(exclude_unset=True) == usage
+
+
+def test_a_hidden_usage_chunk_with_odd_counts_is_read_as_the_sdk_would_keep_it() -> None:
+    sink: list[CallRecord] = []
+    timer = CallTimer(CallRecord(provider="x", operation="chat", request_model=None), clock=Ticks(), sink=sink.append)
+    tap = ChatTap(timer, hide_usage=True)
+    odd = {"prompt_tokens": "many", "completion_tokens": 4}
+    assert tap.take_usage_chunk(json.dumps({"object": "chat.completion.chunk", "choices": [], "usage": odd}))
+    assert (timer.record.input_tokens, timer.record.output_tokens) == (None, 4)
+    kept = tap.partial().usage
+    assert isinstance(kept, CompletionUsage) and kept.prompt_tokens == "many"  # unvalidated, as the SDK keeps it

@@ -11,7 +11,7 @@ Objects are read by attribute, so SDK models and test doubles both work.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ._record import CallRecord
 
@@ -148,26 +148,33 @@ def _apply_iterations(rec: CallRecord, iterations: list[Any]) -> None:
 
 
 def apply_openai_chat_usage(rec: CallRecord, usage: Any) -> None:
-    """Fold a Chat Completions ``CompletionUsage`` into ``rec``."""
+    """Fold a Chat Completions ``CompletionUsage`` into ``rec`` (or the usage as its JSON: a dict)."""
     if usage is None:
         return
-    prompt = _int(getattr(usage, "prompt_tokens", None))
+    get = _reader(usage)
+    prompt = _int(get("prompt_tokens", None))
     if prompt is not None:
         rec.input_tokens = prompt
-    completion = _int(getattr(usage, "completion_tokens", None))
+    completion = _int(get("completion_tokens", None))
     if completion is not None:
         rec.output_tokens = completion
-    details = getattr(usage, "prompt_tokens_details", None)
+    details = get("prompt_tokens_details", None)
     if details is not None:
-        rec.cache_read_tokens = _int(getattr(details, "cached_tokens", None))
-        write = _int(getattr(details, "cache_write_tokens", None))
+        get_detail = _reader(details)
+        rec.cache_read_tokens = _int(get_detail("cached_tokens", None))
+        write = _int(get_detail("cache_write_tokens", None))
         if write is None:  # vLLM: the tokens newly written to its prefix cache
-            write = _int(getattr(details, "created_cache_tokens", None))
+            write = _int(get_detail("created_cache_tokens", None))
         if write is not None:
             rec.cache_write_tokens = write
-    out_details = getattr(usage, "completion_tokens_details", None)
+    out_details = get("completion_tokens_details", None)
     if out_details is not None:
-        rec.reasoning_tokens = _int(getattr(out_details, "reasoning_tokens", None))
+        rec.reasoning_tokens = _int(_reader(out_details)("reasoning_tokens", None))
+
+
+def _reader(obj: Any) -> Callable[[str, Any], Any]:
+    """``obj.get`` for a dict (a usage read from its JSON), else ``getattr`` on ``obj``."""
+    return obj.get if type(obj) is dict else functools.partial(getattr, obj)
 
 
 def apply_openai_responses_usage(rec: CallRecord, usage: Any) -> None:
