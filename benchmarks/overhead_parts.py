@@ -16,9 +16,11 @@ raw-stream forms (``messages.create(stream=True)``, ``chat.completions.create(st
 
 Columns: microseconds of client CPU each adds per call against the raw SDK (the median over
 rounds of the paired difference) and the paired ratio with its distribution-free 95 % interval
-(`overhead_async.median_interval`). The added microseconds are what they are over sockets; the
+(`overhead_async.median_interval`). The added microseconds come out somewhat below the async
+rows' (over sockets latencykit's work interleaves with more of the SDK's, and costs more); the
 ratios are larger here (for Anthropic about twice), the denominator lacking the socket work. A
-feature's own cost is its row's distance from the ``latencykit`` row.
+feature's own cost is its row's distance from the ``latencykit`` row. Read a table against its
+own A/A and compare variants within one run: the machine's state moves whole runs by ±20 %.
 
     python benchmarks/overhead.py --only parts                     # 150 rounds, ~2 minutes on 2 cores
     python benchmarks/overhead.py --only parts --parts-rounds 200  # a narrower interval
@@ -135,6 +137,6 @@ def parts_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable
             ratio, lo, hi = median_interval([a / b for a, b in zip(mine, raw)])
             added = statistics.median(a - b for a, b in zip(mine, raw)) * 1e6
             print(f"  {name:18} {added:+9.0f} {ratio:6.3f} {lo:6.3f}-{hi:<6.3f}")
-    print("\nµs added: client CPU per call beyond the raw SDK's, paired per round (as over sockets; the ratios here are")
-    print("larger than the async rows', the denominator lacking the socket work). A feature costs its row's distance")
-    print("from the latencykit row; 'all three off' is the core every call pays.")
+    print("\nµs added: client CPU per call beyond the raw SDK's, paired per round (somewhat below the async rows' over")
+    print("sockets; the ratios here are larger, the denominator lacking the socket work). A feature costs its row's")
+    print("distance from the latencykit row; 'all three off' is the core every call pays. Compare rows within one run.")
