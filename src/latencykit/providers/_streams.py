@@ -126,9 +126,15 @@ def item_reader(stream: Any) -> Callable[[], Any]:
     kind = _next_kinds.get(cls, _UNSEEN)
     if kind is _UNSEEN:
         kind = _next_kinds[cls] = _NEXT_SHAPES.get(_shape(cls.__anext__ if is_async else cls.__next__))
-    source = stream._iterator if kind is _PLAIN or (kind is _OBSERVED and stream._observer is None) else stream
+    source = stream._iterator if _forwards(stream, kind) else stream
     read: Callable[[], Any] = source.__anext__ if is_async else source.__next__
     return read
+
+
+def _forwards(stream: Any, kind: Optional[str]) -> bool:
+    """Whether ``stream``'s method of shape ``kind`` only forwards ``_iterator`` right now
+    (anthropic's hands each item to a tracing observer while one is set)."""
+    return kind is _PLAIN or (kind is _OBSERVED and stream._observer is None)
 
 
 def direct_iteration(method: Any) -> Optional[str]:
@@ -139,9 +145,7 @@ def direct_iteration(method: Any) -> Optional[str]:
 
 def _source(self: Any, direct: Optional[str], base: Callable[[Any], Any]) -> Any:
     """What an observed stream iterates: ``self._iterator`` where that is all the SDK's method does."""
-    if direct is _PLAIN or (direct is _OBSERVED and self._observer is None):
-        return self._iterator
-    return base(self)
+    return self._iterator if _forwards(self, direct) else base(self)
 
 
 def _sync_subclass(cls: type) -> type:
