@@ -18,7 +18,7 @@ from latencykit.emulator import Emulator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import overhead  # noqa: E402
 from overhead_async import HEADERS, _ANT, _CHAT  # noqa: E402
-from overhead_parts import VARIANTS, Replay, parts_axis  # noqa: E402
+from overhead_parts import FLOOR, VARIANTS, Replay, parts_axis  # noqa: E402
 
 
 async def _events(client: Any, provider: str) -> list[dict[str, Any]]:
@@ -72,7 +72,7 @@ def test_parts_table_names_every_variant_with_its_cost(emu: Emulator, capsys: py
     for form in ("anthropic messages.create(stream=True)", "openai chat.completions.create(stream=True)"):
         section = out.split(form, 1)[1].split("\n\n", 1)[0]
         assert re.search(r"raw SDK \d+ µs per call", section)
-        for name in ("raw SDK (A/A)", *VARIANTS):
+        for name in ("raw SDK (A/A)", *VARIANTS, FLOOR):
             assert re.search(re.escape(name) + r"\s+[+-]\d+\s+\d\.\d{3}\s+\d\.\d{3}-\d\.\d{3}", section), name
 
 
@@ -83,3 +83,35 @@ def test_every_variant_is_a_latencykit_option() -> None:
                 await cls(api_key="k", **options).close()  # a renamed or removed option fails here, not mid-benchmark
 
     asyncio.run(make_all())
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_the_floor_row_relays_every_event_and_sees_the_tokens(emu: Emulator, provider: str) -> None:
+    import overhead_parts
+
+    seen: list[Any] = []
+    is_token = overhead_parts._anthropic_token if provider == "anthropic" else overhead_parts._chat_token
+
+    def counting(event: Any) -> Any:
+        token = is_token(event)
+        if token:
+            seen.append(event)
+        return token
+
+    async def run() -> tuple[int, int]:
+        if provider == "anthropic":
+            c: Any = anthropic.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0)
+            send = lambda: c.messages.create(stream=True, extra_headers=HEADERS, **_ANT)  # noqa: E731
+        else:
+            c = openai.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0)
+            send = lambda: c.chat.completions.create(stream=True, extra_headers=HEADERS, **_CHAT)  # noqa: E731
+        try:
+            relayed = await overhead_parts._bare(await send(), counting)
+            direct = len([e async for e in await send()])
+        finally:
+            await c.close()
+        return relayed, direct
+
+    relayed, direct = asyncio.run(run())
+    assert relayed == direct > 30
+    assert len(seen) >= 25  # about one token event per output token (30 asked)
