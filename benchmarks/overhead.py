@@ -18,6 +18,7 @@ moves a ratio by in this run, the yardstick for reading the others.
     python benchmarks/overhead.py --only sizes    # only the prompt-size axis
     python benchmarks/overhead.py --only async    # 30-token async calls, 16 in flight, every async form (150 rounds)
     python benchmarks/overhead.py --only parts    # what each feature adds to a short async stream (no sockets)
+    python benchmarks/overhead.py --only interference  # why a step costs more inside a call than alone
 
 Goals: ratio ≤ 1.05 with telemetry unconfigured (no OpenTelemetry SDK: the API's no-ops);
 ≤ 1.10 with the OpenTelemetry SDK and in-memory exporters on (spans + metrics).
@@ -322,14 +323,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--calls", type=int, default=10, help="calls per client per round")
-    parser.add_argument("--only", choices=("streams", "async", "parts", "sizes", "breakpoints"), default=None, help="run one part only")
+    parser.add_argument("--only", choices=("streams", "async", "parts", "interference", "sizes", "breakpoints"), default=None, help="run one part only")
     parser.add_argument("--async-rounds", type=int, default=None,
                         help="rounds of the async rows (default 150), each one window of 16 calls per client")
     parser.add_argument("--parts-rounds", type=int, default=None, help="rounds of the parts table (default 150)")
+    parser.add_argument("--interference-rounds", type=int, default=None, help="rounds of the interference table (default 30)")
     parser.add_argument("--row", default=None, help="async rows whose name contains this text only (e.g. 'messages.create(stream')")
     args = parser.parse_args()
-    if args.rounds < 1 or args.calls < 1 or any(n is not None and n < 2 for n in (args.async_rounds, args.parts_rounds)):
-        parser.error("--rounds and --calls must be >= 1, --async-rounds and --parts-rounds >= 2")
+    if args.rounds < 1 or args.calls < 1 or any(n is not None and n < 2 for n in (args.async_rounds, args.parts_rounds, args.interference_rounds)):
+        parser.error("--rounds and --calls must be >= 1, --async-rounds, --parts-rounds and --interference-rounds >= 2")
 
     with emulator_process() as base:
         if args.only in (None, "streams"):
@@ -343,6 +345,10 @@ def main() -> None:
             from overhead_parts import PARTS_ROUNDS, parts_axis
 
             parts_axis(base, args.parts_rounds or PARTS_ROUNDS, IN_FLIGHT, _orders, _freeze_heap)
+        if args.only == "interference":  # likewise: why a step costs more inside a call than alone
+            from overhead_interference import INTERFERENCE_ROUNDS, interference_axis
+
+            interference_axis(base, args.interference_rounds or INTERFERENCE_ROUNDS, _orders)
         if args.only in (None, "sizes"):
             size_axis(base, args.rounds, args.calls)
         if args.only in (None, "breakpoints"):
@@ -353,7 +359,10 @@ def streams(base: str, rounds: int, calls_per_round: int) -> None:
     """The 500-token streaming rows: raw SDK, latencykit, latencykit with the OTel SDK."""
     ant_raw = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0)
     otel = _otel_sdk_telemetry()
-    recorder = lambda: lk.Recorder(max_calls=100)  # noqa: E731
+
+    def recorder() -> lk.Recorder:
+        return lk.Recorder(max_calls=100)
+
     ant_lk = lk.Anthropic(base_url=base, api_key="k", max_retries=0, recorder=recorder())
     ant_otel = lk.Anthropic(base_url=base, api_key="k", max_retries=0, recorder=recorder(), telemetry=otel)
     oai_raw = openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0)
