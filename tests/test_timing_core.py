@@ -142,6 +142,53 @@ def test_usage_fields_the_sdk_does_not_model_are_read_on_every_call() -> None:
         assert rec.input_tokens == 5 + 10 + k + 7
 
 
+class _SlottedUsage:
+    """A usage object without a ``__dict__`` (read by attribute)."""
+
+    __slots__ = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens", "cache_creation")
+
+    def __init__(self, **kw: object) -> None:
+        for name in self.__slots__:
+            setattr(self, name, kw.get(name))
+
+
+_USAGE = {"input_tokens": 20, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 4000, "output_tokens": 50,
+          "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200}}  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["sdk model", "dict", "namespace", "slots"])
+def test_anthropic_usage_reads_alike_in_every_form(form: str) -> None:
+    """The SDK's Usage, its JSON as a dict, a plain object and one without a ``__dict__`` give one record."""
+    from anthropic.types import Usage
+
+    usage: object = {
+        "sdk model": lambda: Usage.model_validate(_USAGE),
+        "dict": lambda: dict(_USAGE),
+        "namespace": lambda: SimpleNamespace(**_USAGE),
+        "slots": lambda: _SlottedUsage(**_USAGE),
+    }[form]()
+    rec = CallRecord(provider="anthropic", operation="chat", request_model=None)
+    apply_anthropic_usage(rec, usage)
+    assert (rec.input_tokens, rec.uncached_input_tokens, rec.cache_write_tokens, rec.cache_read_tokens, rec.output_tokens) == (
+        4320, 20, 300, 4000, 50)  # fmt: skip
+    assert rec.extra["cache_write_1h_tokens"] == 200
+    assert rec.reasoning_tokens is None
+
+
+def test_anthropic_usage_iterations_sent_as_extras_are_summed() -> None:
+    """``iterations`` on an SDK that does not model it arrives among the extras and still counts."""
+    from anthropic.types import MessageDeltaUsage
+
+    usage = MessageDeltaUsage.model_validate({**_USAGE, "iterations": [
+        {"input_tokens": 5, "cache_read_input_tokens": 7, "output_tokens": 3},
+        {"input_tokens": 1, "cache_read_input_tokens": 2, "output_tokens": 4},
+    ]})  # fmt: skip
+    rec = CallRecord(provider="anthropic", operation="chat", request_model=None)
+    apply_anthropic_usage(rec, usage)
+    assert (rec.uncached_input_tokens, rec.cache_read_tokens, rec.output_tokens) == (6, 9, 7)
+    assert rec.extra["usage_iterations"] == 2
+
+
 def test_openai_usage_is_a_subset() -> None:
     """OpenAI prompt_tokens already include cached_tokens; a missing details object means not reported."""
     rec = CallRecord(provider="openai", operation="chat", request_model=None)
