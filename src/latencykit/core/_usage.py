@@ -67,7 +67,8 @@ def _view(obj: Any) -> dict[str, Any]:
 def _missing(obj: Any, name: str) -> Any:
     """`_field` of a name `_view` lacks: on an SDK model one that it neither models nor was
     sent (``None``, without pydantic's ``__getattr__``); anything else as `_field` reads it."""
-    if type(getattr(obj, "__pydantic_extra__", None)) is dict and type(obj) is not dict and not _class_has(type(obj), name):
+    model = type(getattr(obj, "__pydantic_extra__", None)) is dict and type(obj) is not dict
+    if model and not _class_has(type(obj), name):  # type: ignore[arg-type]  # (classes are hashable)
         return None
     return _field(obj, name)
 
