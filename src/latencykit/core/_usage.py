@@ -48,29 +48,19 @@ _ABSENT = object()
 _NO_FIELDS: dict[str, Any] = {}
 
 
-def _view(obj: Any) -> dict[str, Any]:
-    """What `_field` reads first, as one dict: ``obj`` itself if a dict, else its instance
-    ``__dict__`` (an SDK model's fields) with the model's unmodelled fields
-    (``__pydantic_extra__``) under them; ``{}`` for an object without either. Read once for
-    several fields: one dict look-up each, in C. A name it lacks goes to `_missing`."""
+def _fields(obj: Any) -> dict[str, Any]:
+    """``obj`` itself if a dict, else its instance ``__dict__`` (an SDK model's fields), read
+    once for several `_get`s; ``{}`` for an object without one."""
     if type(obj) is dict:
         return obj
     fields = getattr(obj, "__dict__", None)
-    if type(fields) is not dict:
-        return _NO_FIELDS
-    extra = getattr(obj, "__pydantic_extra__", None)
-    if type(extra) is dict and extra:
-        return {**extra, **fields}
-    return fields
+    return fields if type(fields) is dict else _NO_FIELDS
 
 
-def _missing(obj: Any, name: str) -> Any:
-    """`_field` of a name `_view` lacks: on an SDK model one that it neither models nor was
-    sent (``None``, without pydantic's ``__getattr__``); anything else as `_field` reads it."""
-    model = type(getattr(obj, "__pydantic_extra__", None)) is dict and type(obj) is not dict
-    if model and not _class_has(type(obj), name):  # type: ignore[arg-type]  # (classes are hashable)
-        return None
-    return _field(obj, name)
+def _get(fields: dict[str, Any], obj: Any, name: str) -> Any:
+    """`_field` with ``obj``'s fields (`_fields`) already in hand: one dict lookup for a modelled field."""
+    value = fields.get(name, _ABSENT)
+    return _field(obj, name) if value is _ABSENT else value
 
 
 @functools.lru_cache(maxsize=4096)
@@ -108,37 +98,25 @@ def apply_anthropic_usage(rec: CallRecord, usage: Any, placeholder_output: bool 
     """
     if usage is None:
         return
-    get = _view(usage).get
-    iterations = get("iterations", _ABSENT)
-    if iterations is _ABSENT:
-        iterations = _missing(usage, "iterations")
+    fields = _fields(usage)
+    iterations = _get(fields, usage, "iterations")
     if isinstance(iterations, list) and iterations:
         _apply_iterations(rec, iterations)
     else:
         if not placeholder_output:
-            out = get("output_tokens", _ABSENT)
-            if out is _ABSENT:
-                out = _missing(usage, "output_tokens")
+            out = _get(fields, usage, "output_tokens")
             if isinstance(out, int):
                 rec.output_tokens = out
-        write = get("cache_creation_input_tokens", _ABSENT)
-        if write is _ABSENT:
-            write = _missing(usage, "cache_creation_input_tokens")
+        write = _get(fields, usage, "cache_creation_input_tokens")
         if isinstance(write, int):
             rec.cache_write_tokens = write
-        read = get("cache_read_input_tokens", _ABSENT)
-        if read is _ABSENT:
-            read = _missing(usage, "cache_read_input_tokens")
+        read = _get(fields, usage, "cache_read_input_tokens")
         if isinstance(read, int):
             rec.cache_read_tokens = read
-        uncached = get("input_tokens", _ABSENT)
-        if uncached is _ABSENT:
-            uncached = _missing(usage, "input_tokens")
+        uncached = _get(fields, usage, "input_tokens")
         if isinstance(uncached, int):
             rec.uncached_input_tokens = uncached
-        creation = get("cache_creation", _ABSENT)
-        if creation is _ABSENT:
-            creation = _missing(usage, "cache_creation")
+        creation = _get(fields, usage, "cache_creation")
         if creation is not None:
             one_hour = _field(creation, "ephemeral_1h_input_tokens")
             if isinstance(one_hour, int):
@@ -146,9 +124,7 @@ def apply_anthropic_usage(rec: CallRecord, usage: Any, placeholder_output: bool 
     base = rec.uncached_input_tokens
     if base is not None:
         rec.input_tokens = base + (rec.cache_write_tokens or 0) + (rec.cache_read_tokens or 0)
-    details = get("output_tokens_details", _ABSENT)
-    if details is _ABSENT:
-        details = _missing(usage, "output_tokens_details")
+    details = _get(fields, usage, "output_tokens_details")
     if details is not None:
         thinking = _field(details, "thinking_tokens")
         if isinstance(thinking, int):
