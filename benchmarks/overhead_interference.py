@@ -1,8 +1,8 @@
 """Why latencykit's per-call work costs more inside a call than alone: ``overhead.py --only interference``.
 
 latencykit's steps run between the SDK's, and a step costs several times more there than the
-same step measured in a loop (the async rows, `overhead_parts`: a record finished in ~45 µs
-that takes ~8 µs warm). This table isolates one step, the prompt-cache planning of the ~40k-token
+same step measured in a loop (finishing a call's record, ``CallTimer._finish``, took ~30 µs in
+place in an async ``messages.create(stream=True)`` with 16 in flight, a few µs in a loop). This table isolates one step, the prompt-cache planning of the ~40k-token
 agent prompt (`overhead.agent_prompt`, the same 8 requests in turn, as the size axis sends them),
 and times it right after each of these:
 
