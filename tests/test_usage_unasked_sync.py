@@ -41,6 +41,8 @@ def _honouring(body: dict[str, Any]) -> str:
         {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
     ]
     if (body.get("stream_options") or {}).get("include_usage"):
+        # Asked, OpenAI puts "usage":null on every other chunk (last, compact JSON) and ends with the usage-only chunk.
+        items = [{**item, "usage": None} for item in items]
         items.append({**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
     return sse_events([*items, "[DONE]"])
 
@@ -120,7 +122,7 @@ def test_remote_server_that_honours_include_usage_is_probed_once() -> None:
     assert probe.extra["usage_chunk"] == "not asked" and probe.output_tokens is None and probe.outcome == "completed"
     for _ in range(2):
         seen = _chunks(client.chat.completions.create(stream=True, **REQ))
-        assert [c["choices"] for c in seen] == [c["choices"] for c in raw_chunks]
+        assert seen == raw_chunks and all("usage" not in c for c in seen)  # no "usage": null the caller did not ask for
         rec = client.latency.last
         assert rec.extra["usage_chunk"] == "hidden" and rec.output_tokens == 2
     assert _final(client).usage is None and _final(raw).usage is None

@@ -42,8 +42,8 @@ def _raw_oai(base: str) -> openai.OpenAI:
 
 
 def _dicts(stream: Any) -> list[dict[str, Any]]:
-    # `"usage": null` on every chunk is what the include_usage latencykit adds looks like (OpenAI's shape).
-    return [{k: v for k, v in chunk.to_dict().items() if not (k == "usage" and v is None)} for chunk in stream]
+    # Whole chunks: the "usage": null that the include_usage latencykit adds puts on every chunk is taken off again.
+    return [chunk.to_dict() for chunk in stream]
 
 
 # -- Azure's prompt-filter object first ------------------------------------------------------

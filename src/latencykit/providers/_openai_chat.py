@@ -317,13 +317,28 @@ async def _adone(events: Any, timer: CallTimer) -> Any:
         yield sse
 
 
+_NULL_USAGE = (',"usage":null}', ', "usage": null}')
+"""How a chunk ends where ``include_usage`` was asked for and the chunk carries no usage: OpenAI
+(and the emulator after it) writes compact JSON with ``usage`` last; a server writing Python's
+default JSON separators puts spaces in."""
+
+
 def _swallow(events: Any, tap: ChatTap) -> Any:
     """The SSE events as the SDK would see them, less latencykit's usage-only chunk (read by
     ``tap``); ``[DONE]`` is watched on the way. The usage-only chunk is the one with
-    ``"choices":[]``: one substring test per event finds the candidates, the tap decides."""
+    ``"choices":[]``: one substring test per event finds the candidates, the tap decides.
+
+    The ``"usage":null`` that ``include_usage`` puts on every other chunk is taken off its JSON
+    too, where it ends the chunk (`_NULL_USAGE`) and the event keeps its data as ``_data``: the
+    chunk the caller gets is then the one the raw SDK gives for the request they wrote
+    (``usage`` unset, so ``to_dict()`` and ``model_fields_set`` match), and the SDK builds one
+    field less per chunk."""
     for sse in events:
         data = sse.data
-        if "[]" in data:
+        if data.endswith(_NULL_USAGE):
+            if sse.__dict__.get("_data") is data:
+                sse._data = data[: data.rindex(",")] + "}"
+        elif "[]" in data:
             if sse.event is None and '"usage"' in data and tap.take_usage_chunk(data):
                 continue
         elif data.startswith("[DONE]"):
@@ -335,7 +350,10 @@ async def _aswallow(events: Any, tap: ChatTap) -> Any:
     """Async twin of `_swallow`."""
     async for sse in events:
         data = sse.data
-        if "[]" in data:
+        if data.endswith(_NULL_USAGE):
+            if sse.__dict__.get("_data") is data:
+                sse._data = data[: data.rindex(",")] + "}"
+        elif "[]" in data:
             if sse.event is None and '"usage"' in data and tap.take_usage_chunk(data):
                 continue
         elif data.startswith("[DONE]"):
