@@ -16,7 +16,7 @@ import latencykit as lk
 
 from _invariant import wire_body
 from _replay import Replay
-from test_usage_unasked_sync import HF, HF_URL, REQ, SSE, _honouring, _recording
+from test_usage_unasked_sync import HF, HF_URL, REQ, SSE, _honouring, _honouring_spaced, _recording
 
 
 class Server:
@@ -74,6 +74,23 @@ async def test_remote_server_sending_usage_unasked_gives_the_raw_view(first: str
     done = await client.chat.completions.create(**REQ)
     assert (done.id, done.created, done.usage, done.model_extra) == (raw_final.id, raw_final.created, raw_final.usage, raw_final.model_extra)
     assert done.choices[0].message.content == raw_final.choices[0].message.content == "Paris"
+    await client.close()
+    await raw.close()
+
+
+@pytest.mark.parametrize("answer", [_honouring, _honouring_spaced], ids=["compact", "spaced"])
+async def test_hidden_usage_leaves_no_null_usage_on_the_chunks(answer: Callable[[dict[str, Any]], str]) -> None:
+    """Async: the chunks are the raw SDK's for the request as written, no null usage on them."""
+    server = Server(answer)
+    raw = server.client("https://api.openai.com/v1")
+    client = server.client("https://api.openai.com/v1", lk.AsyncOpenAI)
+    raw_chunks = await _chunks(await raw.chat.completions.create(stream=True, **REQ))
+    seen = await _chunks(await client.chat.completions.create(stream=True, **REQ))
+    assert server.bodies[-1]["stream_options"] == {"include_usage": True}
+    assert seen == raw_chunks and all("usage" not in c for c in seen)
+    assert client.latency.last.extra["usage_chunk"] == "hidden" and client.latency.last.output_tokens == 2
+    asked = await _chunks(await client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **REQ))
+    assert all(c["usage"] is None for c in asked[:-1]) and asked[-1]["usage"]["completion_tokens"] == 2
     await client.close()
     await raw.close()
 

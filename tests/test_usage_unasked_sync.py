@@ -111,6 +111,32 @@ def test_remote_server_sending_usage_unasked_gives_the_raw_view(first: str) -> N
     raw.close()
 
 
+def _honouring_spaced(body: dict[str, Any]) -> str:
+    """`_honouring` written with Python's default JSON separators (``"usage": null`` with spaces)."""
+    lines = [line[len("data: "):] for line in _honouring(body).split("\n\n") if line.startswith("data: ")]
+    return "".join(f"data: {json.dumps(json.loads(x)) if x != '[DONE]' else x}\n\n" for x in lines)
+
+
+@pytest.mark.parametrize("answer", [_honouring, _honouring_spaced], ids=["compact", "spaced"])
+def test_hidden_usage_leaves_no_null_usage_on_the_chunks(answer: Callable[[dict[str, Any]], str]) -> None:
+    """On api.openai.com latencykit asks for usage and hides it: every chunk the caller gets is the
+    raw SDK's for the request as written, the null usage the ask puts on each chunk taken off."""
+    server = Server(answer)
+    raw = server.client("https://api.openai.com/v1")
+    client = server.client("https://api.openai.com/v1", lk.OpenAI)
+    raw_chunks = _chunks(raw.chat.completions.create(stream=True, **REQ))
+    seen = _chunks(client.chat.completions.create(stream=True, **REQ))
+    assert server.bodies[-1]["stream_options"] == {"include_usage": True}
+    assert '"usage": null' in answer(server.bodies[-1]) or '"usage":null' in answer(server.bodies[-1])
+    assert seen == raw_chunks and all("usage" not in c for c in seen)
+    rec = client.latency.last
+    assert rec.extra["usage_chunk"] == "hidden" and rec.output_tokens == 2 and rec.outcome == "completed"
+    asked = _chunks(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **REQ))
+    assert all(c["usage"] is None for c in asked[:-1]) and asked[-1]["usage"]["completion_tokens"] == 2  # asked: as sent
+    client.close()
+    raw.close()
+
+
 def test_remote_server_that_honours_include_usage_is_probed_once() -> None:
     """A remote server that sends usage only when asked: the first unasked stream goes as written
     (its record has no usage: the probe's price), every later one asks and hides the chunk."""
