@@ -17,6 +17,7 @@ moves a ratio by in this run, the yardstick for reading the others.
     python benchmarks/overhead.py --rounds 5      # quicker
     python benchmarks/overhead.py --only sizes    # only the prompt-size axis
     python benchmarks/overhead.py --only async    # 30-token async calls, 16 in flight, every async form (150 rounds)
+    python benchmarks/overhead.py --only async --async-processes 6  # each row in 6 fresh processes, read across them
     python benchmarks/overhead.py --only parts    # what each feature adds to a short async stream (no sockets)
     python benchmarks/overhead.py --only interference  # why a step costs more inside a call than alone
 
@@ -329,9 +330,13 @@ def main() -> None:
     parser.add_argument("--parts-rounds", type=int, default=None, help="rounds of the parts table (default 150)")
     parser.add_argument("--interference-rounds", type=int, default=None, help="rounds of the interference table (default 30)")
     parser.add_argument("--row", default=None, help="async rows whose name contains this text only (e.g. 'messages.create(stream')")
+    parser.add_argument("--async-processes", type=int, default=1,
+                        help="run each async row in this many fresh processes and read it across them (default 1: this process)")
     args = parser.parse_args()
     if args.rounds < 1 or args.calls < 1 or any(n is not None and n < 2 for n in (args.async_rounds, args.parts_rounds, args.interference_rounds)):
         parser.error("--rounds and --calls must be >= 1, --async-rounds, --parts-rounds and --interference-rounds >= 2")
+    if args.async_processes < 1:
+        parser.error("--async-processes must be >= 1")
 
     with emulator_process() as base:
         if args.only in (None, "streams"):
@@ -339,7 +344,7 @@ def main() -> None:
         if args.only in (None, "async"):
             from overhead_async import ASYNC_ROUNDS, IN_FLIGHT, async_axis  # (this folder: run as python benchmarks/overhead.py)
 
-            async_axis(base, args.async_rounds or ASYNC_ROUNDS, IN_FLIGHT, _orders, _freeze_heap, args.row)
+            async_axis(base, args.async_rounds or ASYNC_ROUNDS, IN_FLIGHT, _orders, _freeze_heap, args.row, args.async_processes)
         if args.only == "parts":  # a diagnosis of the async rows, on request
             from overhead_async import IN_FLIGHT
             from overhead_parts import PARTS_ROUNDS, parts_axis

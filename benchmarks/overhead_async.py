@@ -27,6 +27,15 @@ windows give about ±2.7 %; 15 pairs of 64-call windows (the earlier default) ga
 
     python benchmarks/overhead.py --only async                      # 150 rounds × 16 calls, ~7 minutes on 2 cores
     python benchmarks/overhead.py --only async --async-rounds 400   # a narrower interval
+    python benchmarks/overhead.py --only async --row 'messages.create(stream' --async-processes 6
+
+Each fresh process lays out its memory and seeds its hashes anew, and a row moves by about
+±1 % from one process to the next (the same code, A/A ≈ 1.000 in each): more than the ±0.5 %
+a single run's interval shows, since paired rounds in one process cannot average that out.
+``--async-processes N`` runs each row in N fresh processes, one after another, and reads the
+processes' paired medians as the observations: the ratio is their median and the interval
+theirs (the whole spread of the processes below 11 of them), so the verdict holds across
+processes, not only within one.
 
 With two CPUs or more the emulator runs on the last and the benchmark on the first
 (``LATENCYKIT_BENCH_NO_PIN=1`` lets the scheduler place them), so that they do not share or
@@ -37,9 +46,14 @@ Goal: every row ≤ 1.05.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any, Awaitable, Callable, NamedTuple
 
 import anthropic
@@ -216,21 +230,56 @@ async def _row(base: str, provider: str, raw_call: Call, call: Call, rounds: int
     return RowResult(statistics.median(samples[0]), statistics.median(samples[1]), ratio, aa)
 
 
-def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable[[], None], row: str | None = None) -> dict[str, float]:
-    """Print the async rows (those whose name contains ``row``, when given); returns each row's paired ratio."""
+def _row_in_process(base: str, name: str, rounds: int, calls: int) -> RowResult:
+    """One row measured in a fresh Python process (this file run as a script); it inherits this
+    process's CPU pinning and is killed if this one is interrupted."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one-row", name, "--base", base, "--rounds", str(rounds), "--calls", str(calls)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the row {name!r} failed in its process (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return RowResult(out["raw_s"], out["mine_s"], tuple(out["ratio"]), tuple(out["aa"]))
+
+
+def across_processes(results: list[RowResult]) -> RowResult:
+    """One row from its runs in several processes: each process's paired median is one
+    observation; the ratio is their median, the interval theirs (`median_interval`)."""
+    return RowResult(
+        statistics.median(r.raw_s for r in results),
+        statistics.median(r.mine_s for r in results),
+        median_interval([r.ratio[0] for r in results]),
+        median_interval([r.aa[0] for r in results]),
+    )
+
+
+def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable[[], None], row: str | None = None,
+               processes: int = 1) -> dict[str, float]:  # fmt: skip
+    """Print the async rows (those whose name contains ``row``, when given); returns each row's paired ratio.
+
+    ``processes`` > 1: each row runs in that many fresh processes and is read across them (`across_processes`).
+    """
     print()
     print(f"async: client CPU per {ASYNC_OUTPUT_TOKENS}-token call, {IN_FLIGHT} in flight, {rounds} rounds × {calls} calls, "
           "zero server delay, emulator in a separate process")  # fmt: skip
+    if processes > 1:
+        print(f"each row in {processes} fresh processes: ratio and A/A are the median of the processes' paired medians, "
+              "the interval is over processes")  # fmt: skip
     print(f"{'call':44} {'raw SDK ms':>10} {'lk ms':>8} {'ratio':>6} {'95% interval':>13} {'A/A':>6} {'A/A interval':>13}  goal")
     ratios: dict[str, float] = {}
     for name, (provider, raw_call, call) in ROWS.items():
         if row is not None and row not in name:
             continue
-        res = asyncio.run(_row(base, provider, raw_call, call, rounds, calls, orders, freeze))
+        if processes > 1:
+            runs = [_row_in_process(base, name, rounds, calls) for _ in range(processes)]
+            res = across_processes(runs)
+        else:
+            res = asyncio.run(_row(base, provider, raw_call, call, rounds, calls, orders, freeze))
         (ratio, lo, hi), (aa, aa_lo, aa_hi) = res.ratio, res.aa
         ratios[name] = ratio
         print(f"{name:44} {res.raw_s * 1000:10.3f} {res.mine_s * 1000:8.3f} {ratio:6.3f} {lo:6.3f}-{hi:<6.3f} "
               f"{aa:6.3f} {aa_lo:6.3f}-{aa_hi:<6.3f}  {verdict(lo, hi)}")  # fmt: skip
+        if processes > 1:
+            print(f"{'':44}   per process: " + " ".join(f"{r.ratio[0]:.3f}" for r in runs))
     if ratios:
         print(f"{'overall (geometric mean)':44} {'':10} {'':8} {statistics.geometric_mean(ratios.values()):6.3f}")
     print(f"goal: every async row <= {GOAL} (within: the whole 95% interval is; unsure: it straddles the goal, run more")
@@ -242,3 +291,22 @@ def async_axis(base: str, rounds: int, calls: int, orders: Any, freeze: Callable
         res = asyncio.run(_row(base, provider, call, call, max(rounds // 4, 1), calls, orders, freeze))
         print(f"  the raw SDK's unstreamed {name.split(' ', 1)[1]}: {res.raw_s * 1000:.3f} ms (one JSON body, no first token before the end)")
     return ratios
+
+
+def _one_row() -> None:
+    """``--one-row NAME``: measure that row in this process and print it as one JSON line (`_row_in_process`)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--one-row", required=True)
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--rounds", type=int, required=True)
+    parser.add_argument("--calls", type=int, required=True)
+    args = parser.parse_args()
+    from overhead import _freeze_heap, _orders  # (this folder is on the path: the script runs from it)
+
+    provider, raw_call, call = ROWS[args.one_row]
+    res = asyncio.run(_row(args.base, provider, raw_call, call, args.rounds, args.calls, _orders, _freeze_heap))
+    print(json.dumps(res._asdict()))
+
+
+if __name__ == "__main__":
+    _one_row()
