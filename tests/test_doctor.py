@@ -302,6 +302,16 @@ def test_outside_time_still_seen_on_calls_that_had_a_slot() -> None:
     assert "queue_pressure" in d.kinds and "time_outside_engine" in d.kinds, str(d)
 
 
+def test_sampling_window_starts_before_the_block(vllm_emu: Emulator) -> None:
+    """The first scrape is taken on entering the block, not whenever the thread gets the CPU:
+    the block's first requests fall inside the window (on a loaded machine they did not)."""
+    doc = Doctor(vllm_emu.base_url)
+    with doc.sampling(60.0):  # the thread's own next scrape is a minute away
+        assert len(doc.scrapes) == 1 and doc.scrape_errors == 0
+        first = doc.scrapes[0].at
+    assert len(doc.scrapes) == 2 and doc.scrapes[0].at == first  # and one more on leaving
+
+
 def test_sampling_thread_scrapes_while_the_caller_blocks(vllm_emu: Emulator) -> None:
     """``Doctor.sampling`` scrapes from its own thread: a blocked caller (or event loop) does not starve it."""
     import time

@@ -155,8 +155,11 @@ class Doctor:
 
     @contextlib.contextmanager
     def sampling(self, interval: float = 0.25) -> Iterator["Doctor"]:
-        """Scrape every ``interval`` s from a background thread while the block runs (and once
-        more at its end), so a busy event loop or a blocking caller cannot starve the sampler.
+        """Scrape once on entering the block, then every ``interval`` s from a background thread
+        while it runs (and once more at its end), so a busy event loop or a blocking caller
+        cannot starve the sampler. The first scrape is taken before the block starts: the
+        window covers the block's first requests even where the thread is slow to get the CPU
+        (their prefill and prefix-cache counters would otherwise fall before it).
 
         Usable from sync and async code (``with doc.sampling(0.1): await ...``); failed scrapes
         are counted in ``scrape_errors``, not raised. Leaving the block waits for the scrape
@@ -167,14 +170,17 @@ class Doctor:
         if self._sampler is not None:
             raise RuntimeError("this Doctor is already sampling")
         stop = threading.Event()
+        try:
+            self.scrape()
+        except Exception:  # noqa: BLE001
+            self.scrape_errors += 1
 
         def run() -> None:
-            while not stop.is_set():
+            while not stop.wait(interval):
                 try:
                     self.scrape()
                 except Exception:  # noqa: BLE001 - a sampler must outlive a bad scrape
                     self.scrape_errors += 1
-                stop.wait(interval)
 
         self._sampler = threading.Thread(target=run, name="latencykit-doctor-sampler", daemon=True)
         self._sampler.start()
