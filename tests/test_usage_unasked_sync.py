@@ -242,3 +242,21 @@ def test_own_network_is_never_probed_unasked(host: str, own: bool) -> None:
     assert own_network(host) is own
     assert may_probe(host, {}) is not own and may_probe(host, {"include_usage": False})
     assert not may_probe(host, {"continuous_usage_stats": True})
+
+
+def test_an_event_without_instance_state_passes_unchanged() -> None:
+    """An SSE event of another make (no ``__dict__``) keeps its null usage and still streams."""
+    from latencykit.core._record import CallRecord
+    from latencykit.core._timing import CallTimer
+    from latencykit.providers._openai_chat import ChatTap, _swallow
+
+    class Slotted:
+        __slots__ = ("data", "event")
+
+        def __init__(self, data: str) -> None:
+            self.data, self.event = data, None
+
+    timer = CallTimer(CallRecord(provider="openai", operation="chat", request_model="m"), clock=lambda: 0.0, sink=lambda r: None)
+    chunk = '{"id":"c1","choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}'
+    out = [e.data for e in _swallow(iter([Slotted(chunk), Slotted("[DONE]")]), ChatTap(timer, hide_usage=True))]
+    assert out == [chunk, "[DONE]"] and timer.saw_terminal

@@ -162,8 +162,8 @@ class Doctor:
         (their prefill and prefix-cache counters would otherwise fall before it).
 
         Usable from sync and async code (``with doc.sampling(0.1): await ...``); failed scrapes
-        are counted in ``scrape_errors``, not raised. Leaving the block waits for the scrape
-        in progress (at most ``timeout`` s).
+        are counted in ``scrape_errors``, not raised. Entering the block waits for the first
+        scrape, and leaving it for the scrape in progress (each at most ``timeout`` s).
         """
         if not (isinstance(interval, (int, float)) and interval > 0):
             raise ValueError(f"interval must be a number of seconds > 0, got {interval!r}")

@@ -323,6 +323,16 @@ _NULL_USAGE = (',"usage":null}', ', "usage": null}')
 default JSON separators puts spaces in."""
 
 
+def _drop_null_usage(sse: Any, data: str) -> None:
+    """Take the trailing null ``usage`` off ``sse``'s JSON, where the event keeps its data as
+    ``_data`` (the SDKs' ``ServerSentEvent``); an event of another make is left as it is."""
+    if getattr(sse, "__dict__", _NO_STATE).get("_data") is data:
+        sse._data = data[: data.rindex(",")] + "}"
+
+
+_NO_STATE: dict[str, Any] = {}
+
+
 def _swallow(events: Any, tap: ChatTap) -> Any:
     """The SSE events as the SDK would see them, less latencykit's usage-only chunk (read by
     ``tap``); ``[DONE]`` is watched on the way. The usage-only chunk is the one with
@@ -336,8 +346,7 @@ def _swallow(events: Any, tap: ChatTap) -> Any:
     for sse in events:
         data = sse.data
         if data.endswith(_NULL_USAGE):
-            if sse.__dict__.get("_data") is data:
-                sse._data = data[: data.rindex(",")] + "}"
+            _drop_null_usage(sse, data)
         elif "[]" in data:
             if sse.event is None and '"usage"' in data and tap.take_usage_chunk(data):
                 continue
@@ -351,8 +360,7 @@ async def _aswallow(events: Any, tap: ChatTap) -> Any:
     async for sse in events:
         data = sse.data
         if data.endswith(_NULL_USAGE):
-            if sse.__dict__.get("_data") is data:
-                sse._data = data[: data.rindex(",")] + "}"
+            _drop_null_usage(sse, data)
         elif "[]" in data:
             if sse.event is None and '"usage"' in data and tap.take_usage_chunk(data):
                 continue
