@@ -38,4 +38,5 @@ if [ "$mode" = test ] || [ "$mode" = all ]; then
   install ray-floor -c .ci/ray-constraints.txt
   lane ray-latest tests/cluster tests/test_cluster.py
   lane ray-floor tests/cluster/test_cluster_ray.py -k "known_timing or skewed"
+  lane ray-floor tests/cluster/test_cluster_address_ray.py  # the address check asks Ray's gRPC services by name
 fi

@@ -61,6 +61,7 @@ def no_ray_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed: the check must not need it
+    monkeypatch.setitem(sys.modules, "grpc", None)  # (nor grpcio, which comes with Ray)
     return tmp_path / "ray"
 
 
@@ -87,7 +88,11 @@ def test_an_unknown_host_is_named() -> None:
         check_cluster(parse_cluster("ray://no-such-head.invalid:10001"))
 
 
-def test_a_listening_address_passes(listening: int) -> None:
+def test_a_listening_address_passes_without_ray(listening: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without Ray (and its grpcio) only the TCP connection is checked: what answers there is asked over gRPC only
+    where Ray is installed (the Ray lane: tests/cluster/test_cluster_address_ray.py), and ``--cluster`` then stops
+    at the missing Ray anyway."""
+    monkeypatch.setitem(sys.modules, "grpc", None)
     check_cluster(parse_cluster(f"ray://127.0.0.1:{listening}"))
     check_cluster(parse_cluster(f"127.0.0.1:{listening}"))
     check_cluster(parse_cluster("local:2"))  # started here: nothing to check

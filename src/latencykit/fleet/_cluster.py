@@ -34,6 +34,15 @@ MAX_LOCAL_NODES = 16
 CONNECT_TIMEOUT_S = 1.5
 """How long `check_cluster` waits for a TCP connection to the address (Ray Client itself waits 30 s, and Ray
 was still retrying a head's GCS address that nothing served after 2 minutes)."""
+PROBE_TIMEOUT_S = 1.0
+"""How long `check_cluster` waits for the gRPC answer of what accepted the connection (Ray Client and a head's GCS
+answer in milliseconds; a port that accepts and stays silent made Ray Client wait 30 s, a GCS address 20 s)."""
+_PORTS_HINT = "Ray Client listens on 10001, the head's GCS on 6379"
+_SERVICES = {
+    "client": ("/ray.rpc.RayletDriver/ClusterInfo", "Ray Client"),
+    "gcs": ("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo", "a Ray head's GCS"),
+}
+"""What each address form must serve: one read-only method of its gRPC service (Ray 2.6 to 2.60 alike) and its name."""
 
 
 @dataclass(frozen=True)
@@ -124,9 +133,11 @@ def _host_port(address: str) -> Optional[tuple[str, int]]:
 
 def check_cluster(spec: ClusterSpec, timeout: float = CONNECT_TIMEOUT_S) -> None:
     """``ValueError`` (one line naming the host and port) unless something accepts a TCP connection at the
-    cluster's address within ``timeout`` seconds; for ``auto``, also when no cluster can be found. Needs no Ray:
-    a wrong address is said in a second, before Ray's own connection timeouts and warnings. ``local:N`` and an
-    address that is not HOST:PORT (Ray then says what is wrong with it) pass."""
+    cluster's address within ``timeout`` seconds and, where Ray is installed, answers as the address's form says
+    (Ray Client for ``ray://``, a head's GCS for ``HOST:PORT``: `_not_ray`, at most `PROBE_TIMEOUT_S` more); for
+    ``auto``, also when no cluster can be found. A wrong address is said in a second or two, before Ray's own
+    connection timeouts (20-30 s) and warnings. ``local:N`` and an address that is not HOST:PORT (Ray then says
+    what is wrong with it) pass."""
     source = ""
     address = spec.ray_address
     if spec.kind == "auto":
@@ -141,7 +152,6 @@ def check_cluster(spec: ClusterSpec, timeout: float = CONNECT_TIMEOUT_S) -> None
     host, port = where
     try:
         socket.create_connection((host, port), timeout=timeout).close()
-        return
     except ConnectionRefusedError:
         why = "connection refused"
     except (socket.timeout, TimeoutError):
@@ -150,8 +160,67 @@ def check_cluster(spec: ClusterSpec, timeout: float = CONNECT_TIMEOUT_S) -> None
         why = "no such host"
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
+    else:
+        assert address is not None
+        wrong = _not_ray("client" if address.startswith("ray://") else "gcs", address, host, port, PROBE_TIMEOUT_S)
+        if wrong is None:
+            return
+        raise ValueError(f"--cluster {spec.text}{source}: {wrong}")
     raise ValueError(f"--cluster {spec.text}{source}: nothing answers at host {host} port {port} ({why}); is the Ray head "
-                     "up, and is it the right port (Ray Client listens on 10001, the head's GCS on 6379)?")  # fmt: skip
+                     f"up, and is it the right port ({_PORTS_HINT})?")  # fmt: skip
+
+
+def _grpc_status(grpc: Any, target: str, method: str, timeout: float) -> str:
+    """The status code's name of one empty call of ``method`` at ``target`` (``"OK"`` if it answered)."""
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:  # straight there, as the TCP check
+        try:
+            channel.unary_unary(method)(b"", timeout=timeout)  # bytes in, bytes out: no Ray message types needed
+        except grpc.RpcError as exc:
+            return str(exc.code().name)
+    return "OK"
+
+
+def _not_ray(kind: str, address: str, host: str, port: int, timeout: float) -> Optional[str]:
+    """Why what accepted the connection at ``address`` is not what its form names (``kind``: ``client`` for
+    ``ray://``, ``gcs``), asked over gRPC as Ray would; ``None`` when it is, or when that cannot be asked here.
+
+    Ray Client and a head's GCS are both gRPC servers: one read-only call of the expected service tells them
+    apart from an HTTP server (the dashboard, 8265), a port that accepts and stays silent, and from each other.
+    Any answer but "no such method" (an error, an auth refusal) means the service is there. Needs ``grpcio``,
+    which Ray installs (without it ``--cluster`` cannot run anyway); a cluster on TLS (``RAY_USE_TLS``) is not asked.
+    """
+    if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true", "yes"):
+        return None
+    import importlib
+
+    try:
+        grpc = importlib.import_module("grpc")  # installed with Ray; optional, untyped for mypy
+    except ImportError:
+        return None
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    method, name = _SERVICES[kind]
+    try:
+        status = _grpc_status(grpc, target, method, timeout)
+    except Exception:  # a target grpc cannot take, a grpcio that behaves otherwise: Ray will say
+        return None
+    if status == "DEADLINE_EXCEEDED":
+        return (f"host {host} port {port} accepts connections but gives no answer (none within {timeout:g} s), so it is "
+                f"not {name}; is it the right port ({_PORTS_HINT})?")  # fmt: skip
+    if status == "UNAVAILABLE":
+        return (f"host {host} port {port} answers, but not over gRPC as {name} does (an HTTP server, such as Ray's "
+                f"dashboard on 8265?); {_PORTS_HINT}")  # fmt: skip
+    if status != "UNIMPLEMENTED":
+        return None
+    bare = address[len("ray://"):] if address.startswith("ray://") else address
+    other = "gcs" if kind == "client" else "client"
+    try:
+        there = _grpc_status(grpc, target, _SERVICES[other][0], timeout)
+    except Exception:
+        there = ""  # could not ask
+    if there not in ("", "UNIMPLEMENTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        fix = f"--cluster {bare} (without ray://)" if other == "gcs" else f"--cluster ray://{bare}"
+        return f"port {port} at host {host} is {_SERVICES[other][1]}, not {name}: give it as {fix}"
+    return f"host {host} port {port} speaks gRPC, but is neither Ray Client nor a Ray head's GCS; {_PORTS_HINT}"
 
 
 def import_ray() -> Any:
