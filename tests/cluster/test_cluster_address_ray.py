@@ -5,6 +5,7 @@ or two on latencykit's one line saying what is there — not after Ray's own 20-
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import socket
@@ -88,38 +89,37 @@ def http_port() -> Iterator[int]:
         thread.join(5)
 
 
-@pytest.fixture
-def fake_ray_client() -> Iterator[int]:
-    """A gRPC server with Ray Client's service (its ClusterInfo method answers empty bytes) and nothing else."""
-    import grpc  # installed with Ray
-
+@contextlib.contextmanager
+def _grpc_server(services: dict[str, list[str]]) -> Iterator[int]:
+    """A gRPC server on loopback whose methods (service name → method names) answer empty bytes; its port."""
     from concurrent import futures
+
+    import grpc  # installed with Ray
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     handler = grpc.unary_unary_rpc_method_handler(lambda request, context: b"")
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("ray.rpc.RayletDriver", {"ClusterInfo": handler}),))
+    for service, methods in services.items():
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, {m: handler for m in methods}),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
         yield port
     finally:
         server.stop(None).wait(5)
+
+
+@pytest.fixture
+def fake_ray_client() -> Iterator[int]:
+    """A gRPC server with Ray Client's service (its ClusterInfo method) and nothing else."""
+    with _grpc_server({"ray.rpc.RayletDriver": ["ClusterInfo"]}) as port:
+        yield port
 
 
 @pytest.fixture
 def other_grpc() -> Iterator[int]:
     """A gRPC server that is neither Ray Client nor a GCS (no services at all)."""
-    import grpc
-
-    from concurrent import futures
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    with _grpc_server({}) as port:
         yield port
-    finally:
-        server.stop(None).wait(5)
 
 
 def _one_line(p: subprocess.CompletedProcess[str], elapsed: float) -> str:
