@@ -130,3 +130,28 @@ def test_times_and_shares_carry_units() -> None:
     assert figure("client_slot_wait_mean_s", 0.000123) == "0.123 ms" and figure("elapsed_s", 0) == "0 s"
     assert figure("kv_cache_usage_max", 0.4312) == "43.12 %" and figure("kv_cache_tokens", 200000.0) == "200,000"
     assert figure("prefix_caching_enabled", False) == "off" and figure("main_miss_reason", "prefix_changed") == "the client changed the prefix"
+
+
+def test_rates_are_not_read_as_durations() -> None:
+    """``*_per_s`` figures are rates, their labels say "per second": never "450 s", nor "500 ms" for half a token."""
+    from latencykit.engines._words import figure, label
+
+    assert label("generation_tokens_per_s") == "generated tokens per second"
+    assert figure("generation_tokens_per_s", 450.0) == "450" and figure("generation_tokens_per_s", 0.5) == "0.500"
+    assert figure("prompt_tokens_per_s", 12345.6) == "12,346" and figure("generation_tokens_per_s", 0) == "0"
+    assert figure("generation_tokens_per_s", None) == "n/a"
+
+
+def test_the_terminal_report_gives_a_rate_without_a_time_unit() -> None:
+    """The whole report of a loaded vLLM page: the generation rate reads as a number, not as seconds."""
+    from latencykit.engines._words import figure
+
+    first = Scrape.parse(text("real-vllm-cpu-metrics.txt"), at=0.0)
+    second = Scrape.parse(text("real-vllm-cpu-metrics-midload.txt"), at=10.0)
+    d = diagnose(MetricsWindow([first, second]))
+    rate = d.window["generation_tokens_per_s"]
+    assert isinstance(rate, float) and rate > 0  # the midload page has generated more tokens
+    line = next(x for x in _terminal(d).splitlines() if "generated tokens per second" in x)
+    assert line.split("generated tokens per second")[1].strip(" │") == figure("generation_tokens_per_s", rate), line
+    assert not re.search(r"\d (s|ms)\b", line), line
+

@@ -141,8 +141,9 @@ def number(value: Any, key: str = "") -> str:
 
 
 def figure(key: str, value: Any) -> str:
-    """A figure's value as a person reads it: `number` with its unit (seconds), words for flags and reasons,
-    the not-exposed list in words."""
+    """A figure's value as a person reads it: `number` with its unit (a ``*_s`` duration in s or ms; a
+    ``*_per_s`` rate bare, its label saying "per second"), words for flags and reasons, the not-exposed list
+    in words."""
     if key == "not_exposed":
         return not_exposed_text(value)
     if isinstance(value, bool):
@@ -151,6 +152,8 @@ def figure(key: str, value: Any) -> str:
         return engine_name(value)
     if key == "main_miss_reason" and isinstance(value, str):
         return _MISS_REASONS.get(value, value.replace("_", " "))
+    if key.endswith("_per_s"):  # a rate: its label says "per second"
+        return number(value, key)
     if key.endswith("_s") and isinstance(value, (int, float)):
         return f"{number(value * 1000)} ms" if 0 < abs(value) < 1 else f"{number(value)} s"
     return number(value, key)
