@@ -155,3 +155,23 @@ def test_the_terminal_report_gives_a_rate_without_a_time_unit() -> None:
     assert line.split("generated tokens per second")[1].strip(" │") == figure("generation_tokens_per_s", rate), line
     assert not re.search(r"\d (s|ms)\b", line), line
 
+
+
+def test_a_quantile_above_every_finite_bucket_reads_as_over() -> None:
+    """TGI's queue time: 90 of 100 requests waited longer than its largest finite bucket (0.5 s). The report
+    says the p95 is "over 500 ms", never that it is 500 ms; ``--json`` keeps PromQL's 0.5."""
+    from latencykit.engines._metrics import AtLeast
+    from latencykit.engines._words import figure
+
+    assert figure("server_queue_time_p95_s", AtLeast(0.5)) == "over 500 ms" and figure("server_ttft_p95_s", AtLeast(2.0)) == "over 2 s"
+    d = diagnose(pages.window(pages.tgi(12, 4)))
+    flat = re.sub(r"\s*│\s*", " ", _terminal(d, 160))
+    assert re.search(r"server queue time p95 +over 500 ms", flat) and "server queue time p95: over 500 ms" in flat, flat
+    assert d.to_dict()["window"]["server_queue_time_p95_s"] == 0.5
+
+
+def test_a_histogram_without_finite_buckets_has_no_quantile_in_the_report() -> None:
+    """SGLang's TTFT histogram with a +Inf bucket only: its p50 and p95 are unknown (n/a), not "0 s"."""
+    d = diagnose(pages.window(pages.sglang(0.3, 8, 0)))
+    lines = [x for x in _terminal(d, 160).splitlines() if "server TTFT p" in x]
+    assert len(lines) == 2 and all(x.split("server TTFT p")[1][2:].strip(" │") == "n/a" for x in lines), lines

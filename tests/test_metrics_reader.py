@@ -136,6 +136,22 @@ def test_histogram_quantile_matches_exact_quantile_to_bucket_width() -> None:
     assert Histogram(((float("inf"), 0.0),), 0.0, 0.0).quantile(0.5) is None
 
 
+def test_a_quantile_past_the_last_finite_bucket_is_marked_as_a_lower_bound() -> None:
+    """90 of 100 requests above the largest finite bound (0.5 s): PromQL's p95 is 0.5, which the true
+    p95 exceeds. The value stays PromQL's (a float, 0.5 in JSON) and says it is a lower bound; a histogram
+    with no finite bucket has no quantile at all (PromQL: NaN), only a mean."""
+    import json
+
+    from latencykit.engines._metrics import AtLeast
+
+    h = Histogram(((0.5, 10.0), (float("inf"), 100.0)), 180.0, 100.0)
+    p95 = h.quantile(0.95)
+    assert isinstance(p95, AtLeast) and isinstance(p95, float) and p95 == 0.5 and json.dumps(p95) == "0.5"
+    assert not isinstance(h.quantile(0.05), AtLeast) and h.quantile(0.05) == pytest.approx(0.25)  # inside a finite bucket
+    only_inf = Histogram(((float("inf"), 100.0),), 5.0, 100.0)
+    assert only_inf.quantile(0.5) is None and only_inf.mean == 0.05
+
+
 def test_bad_input_raises_value_errors_naming_it() -> None:
     """Unknown logical names, empty windows and bad quantiles are ValueErrors with the value."""
     s = Scrape([])

@@ -70,6 +70,17 @@ def _parser() -> Any:
     return text_string_to_metric_families
 
 
+class AtLeast(float):
+    """A quantile that fell in a histogram's ``+Inf`` bucket: the largest finite bound, as PromQL's
+    ``histogram_quantile`` gives it (so ``--json`` and Grafana agree), which the true quantile exceeds.
+    A plain ``float`` to any arithmetic; the doctor says it "over 500 ms"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"AtLeast({float(self)!r})"
+
+
 @dataclass(frozen=True)
 class Histogram:
     """A Prometheus histogram (or the difference of two): cumulative buckets, sum and count.
@@ -89,7 +100,9 @@ class Histogram:
     def quantile(self, q: float) -> Optional[float]:
         """The ``q`` quantile by linear interpolation inside its bucket, as PromQL's
         ``histogram_quantile`` does: exact only to the bucket's width. ``None`` when empty;
-        the largest finite bound when the quantile falls in the ``+Inf`` bucket."""
+        where the quantile falls in the ``+Inf`` bucket, the largest finite bound as an `AtLeast` (the
+        quantile is above it), or ``None`` when the histogram has no finite bucket (nothing is known of
+        it but its mean)."""
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"quantile must be in [0, 1], got {q!r}")
         total = self.buckets[-1][1] if self.buckets else 0.0
@@ -97,12 +110,15 @@ class Histogram:
             return None
         rank = q * total
         lower, below = 0.0, 0.0
+        finite = False
         for bound, cumulative in self.buckets:
             if cumulative >= rank and cumulative > below:
                 if math.isinf(bound):
-                    return lower
+                    return AtLeast(lower) if finite else None
                 return lower + (bound - lower) * (rank - below) / (cumulative - below)
-            lower, below = (bound if not math.isinf(bound) else lower), cumulative
+            if not math.isinf(bound):
+                lower, finite = bound, True
+            below = cumulative
         return lower
 
     def minus(self, earlier: Histogram) -> Histogram:

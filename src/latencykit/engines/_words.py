@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ._metrics import AtLeast
+
 __all__ = ["ENGINES", "KIND_WORDS", "engine_name", "evidence_text", "figure", "label", "not_exposed_text", "number"]
 
 ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "triton": "Triton", "triton-trtllm": "Triton (TensorRT-LLM)",
@@ -155,7 +157,8 @@ def figure(key: str, value: Any) -> str:
     if key.endswith("_per_s"):  # a rate: its label says "per second"
         return number(value, key)
     if key.endswith("_s") and isinstance(value, (int, float)):
-        return f"{number(value * 1000)} ms" if 0 < abs(value) < 1 else f"{number(value)} s"
+        text = f"{number(value * 1000)} ms" if 0 < abs(value) < 1 else f"{number(value)} s"
+        return f"over {text}" if isinstance(value, AtLeast) else text  # a quantile in the +Inf bucket
     return number(value, key)
 
 
