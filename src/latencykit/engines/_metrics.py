@@ -75,10 +75,7 @@ class AtLeast(float):
     ``histogram_quantile`` gives it (so ``--json`` and Grafana agree), which the true quantile exceeds.
     A plain ``float`` to any arithmetic; the doctor says it "over 500 ms"."""
 
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return f"AtLeast({float(self)!r})"
+    __slots__ = ()  # (its repr and str are a float's: any text that shows the number shows it as before)
 
 
 @dataclass(frozen=True)
