@@ -13,7 +13,7 @@ print(sg.doctor())                                           # reads sglang:* na
 
 What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
 `AsyncLlamaCpp`, `Server`, `AsyncServer`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
-`Histogram`; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
+`Histogram` and its `AtLeast` quantiles; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
 `doctor`, `Diagnosis`, `Finding`, `Thresholds`, `slot_queue`). It imports the core, the providers and
 the telemetry Recorder; never the emulator, the fleet, the semantic cache or anything above the
 providers. Its former name `latencykit.vllm` (and `latencykit.llamacpp`, its llama.cpp face) stays
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._doctor import Doctor, adoctor, doctor, fetch_metrics, fetch_slots, metrics_url
 from ._findings import KINDS, Diagnosis, Finding, SlotQueue, Thresholds, diagnose, slot_queue
-from ._metrics import Histogram, Scrape, parse_metrics
+from ._metrics import AtLeast, Histogram, Scrape, parse_metrics
 from ._presets import PRESETS, EnginePreset
 from ._window import MetricsWindow
 
@@ -61,6 +61,7 @@ __all__ = [
     "async_anthropic_client",
     "Scrape",
     "Histogram",
+    "AtLeast",
     "MetricsWindow",
     "parse_metrics",
     "fetch_metrics",
