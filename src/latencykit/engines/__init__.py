@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._doctor import Doctor, adoctor, doctor, fetch_metrics, fetch_slots, metrics_url
 from ._findings import KINDS, Diagnosis, Finding, SlotQueue, Thresholds, diagnose, slot_queue
-from ._metrics import AtLeast, Histogram, Scrape, parse_metrics
+from ._metrics import AtLeast, Histogram, Scrape, parse_metrics  # AtLeast: by name (the __all__ of the engines and their old alias stay as released)
 from ._presets import PRESETS, EnginePreset
 from ._window import MetricsWindow
 
@@ -61,7 +61,6 @@ __all__ = [
     "async_anthropic_client",
     "Scrape",
     "Histogram",
-    "AtLeast",
     "MetricsWindow",
     "parse_metrics",
     "fetch_metrics",
