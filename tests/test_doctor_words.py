@@ -175,3 +175,29 @@ def test_a_histogram_without_finite_buckets_has_no_quantile_in_the_report() -> N
     d = diagnose(pages.window(pages.sglang(0.3, 8, 0)))
     lines = [x for x in _terminal(d, 160).splitlines() if "server TTFT p" in x]
     assert len(lines) == 2 and all(x.split("server TTFT p")[1][2:].strip(" │") == "n/a" for x in lines), lines
+
+
+def _vllm_queue_page(queued_s: float) -> str:
+    """HAND-WRITTEN: vLLM after six requests that each queued ``queued_s`` (its own queue-time buckets)."""
+    bounds = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0)
+    buckets = "".join(f'vllm:request_queue_time_seconds_bucket{{engine="0",le="{b}",model_name="m"}} {6.0 if queued_s <= b else 0.0}\n' for b in bounds)
+    return (f"vllm:num_requests_waiting{VLLM} 0\nvllm:num_requests_running{VLLM} 0\nvllm:kv_cache_usage_perc{VLLM} 0.0\n"
+            f'{buckets}vllm:request_queue_time_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} 6.0\n'
+            f"vllm:request_queue_time_seconds_sum{VLLM} {6 * queued_s}\nvllm:request_queue_time_seconds_count{VLLM} 6.0\n")  # fmt: skip
+
+
+def test_a_quantile_in_the_first_bucket_reads_as_at_most_its_bound() -> None:
+    """Requests that queued 2 ms: the report must not say their queue-time p95 is 285 ms (PromQL's straight line
+    from 0 to the first bound, 0.3 s) but "at most 300 ms"; ``--json`` keeps PromQL's value. Past the first
+    bucket a quantile reads as a number, as before."""
+    from latencykit.engines import AtMost
+    from latencykit.engines._words import figure, number
+
+    assert figure("server_queue_time_p95_s", AtMost(0.285, 0.3)) == "at most 300 ms"
+    assert figure("server_ttft_p50_s", AtMost(0.0005, 0.001)) == "at most 1 ms" and number(13.999999999999986) == "14"
+    d = diagnose(MetricsWindow([parse_metrics(_vllm_queue_page(0.002))]))
+    flat = re.sub(r"\s*│\s*", " ", _terminal(d, 160))
+    assert re.search(r"server queue time p95 +at most 300 ms", flat), flat
+    assert d.to_dict()["window"]["server_queue_time_p95_s"] == pytest.approx(0.285)
+    slow = diagnose(MetricsWindow([parse_metrics(_vllm_queue_page(0.9))]))
+    assert re.search(r"server queue time p95 +\d+ ms", re.sub(r"\s*│\s*", " ", _terminal(slow, 160)))  # in (0.8, 1.0]: a number

@@ -152,6 +152,26 @@ def test_a_quantile_past_the_last_finite_bucket_is_marked_as_a_lower_bound() -> 
     assert only_inf.quantile(0.5) is None and only_inf.mean == 0.05
 
 
+def test_a_quantile_in_the_first_bucket_is_marked_as_an_upper_bound() -> None:
+    """Six requests that queued for ~2 ms all land in vLLM's first queue-time bucket (0 to 0.3 s): PromQL's
+    p95 is 0.285 on a straight line from 0, while the buckets only say "at most 0.3". The value stays PromQL's
+    (a float, in JSON too) and carries that bound; a quantile past the first bucket is a plain float."""
+    import copy
+    import json
+    import pickle
+
+    from latencykit.engines import AtMost
+
+    h = Histogram(((0.3, 6.0), (0.5, 6.0), (float("inf"), 6.0)), 0.012, 6.0)
+    p95 = h.quantile(0.95)
+    assert isinstance(p95, AtMost) and p95 == pytest.approx(0.285) and p95.bound == 0.3 and json.dumps(p95) == json.dumps(0.285)
+    assert repr(p95) == repr(0.285) and f"{p95:.3f}" == "0.285"
+    for again in (pickle.loads(pickle.dumps(p95)), copy.deepcopy(p95)):
+        assert isinstance(again, AtMost) and again == p95 and again.bound == 0.3
+    later = Histogram(((0.3, 1.0), (0.5, 6.0), (float("inf"), 6.0)), 2.0, 6.0).quantile(0.95)
+    assert type(later) is float and 0.3 < later <= 0.5
+
+
 def test_bad_input_raises_value_errors_naming_it() -> None:
     """Unknown logical names, empty windows and bad quantiles are ValueErrors with the value."""
     s = Scrape([])

@@ -13,7 +13,7 @@ print(sg.doctor())                                           # reads sglang:* na
 
 What this package owns: the server clients (`VLLM`, `AsyncVLLM`, `LlamaCpp`,
 `AsyncLlamaCpp`, `Server`, `AsyncServer`, `anthropic_client`), the reader (`Scrape`, `MetricsWindow`,
-`Histogram` and its `AtLeast` quantiles; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
+`Histogram` and its `AtLeast` / `AtMost` quantiles; ``prometheus_client``'s parser, the ``vllm`` extra) and the doctor (`Doctor`,
 `doctor`, `Diagnosis`, `Finding`, `Thresholds`, `slot_queue`). It imports the core, the providers and
 the telemetry Recorder; never the emulator, the fleet, the semantic cache or anything above the
 providers. Its former name `latencykit.vllm` (and `latencykit.llamacpp`, its llama.cpp face) stays
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._doctor import Doctor, adoctor, doctor, fetch_metrics, fetch_slots, metrics_url
 from ._findings import KINDS, Diagnosis, Finding, SlotQueue, Thresholds, diagnose, slot_queue
-from ._metrics import AtLeast, Histogram, Scrape, parse_metrics  # AtLeast: by name (the __all__ of the engines and their old alias stay as released)
+from ._metrics import AtLeast, AtMost, Histogram, Scrape, parse_metrics  # AtLeast, AtMost: by name (the __all__ of the engines and their old alias stay as released)
 from ._presets import PRESETS, EnginePreset
 from ._window import MetricsWindow
 

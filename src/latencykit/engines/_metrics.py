@@ -78,6 +78,26 @@ class AtLeast(float):
     __slots__ = ()  # (its repr and str are a float's: any text that shows the number shows it as before)
 
 
+class AtMost(float):
+    """A quantile inside a histogram's first bucket (from 0 to ``bound``): PromQL's ``histogram_quantile``
+    puts it on a straight line from 0 (so ``--json`` and Grafana agree), but all the buckets say is that it
+    is at most ``bound`` — a queue p95 of "285 ms" may be 2 ms. A plain ``float`` to any arithmetic; the
+    doctor says "at most 300 ms"."""
+
+    bound: float
+
+    def __new__(cls, value: float, bound: float) -> AtMost:
+        self = super().__new__(cls, value)
+        self.bound = bound
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AtMost, (float(self), self.bound))
+
+    def __repr__(self) -> str:  # as a float: any text that shows the number shows it as before
+        return float.__repr__(self)
+
+
 @dataclass(frozen=True)
 class Histogram:
     """A Prometheus histogram (or the difference of two): cumulative buckets, sum and count.
@@ -99,7 +119,8 @@ class Histogram:
         ``histogram_quantile`` does: exact only to the bucket's width. ``None`` when empty;
         where the quantile falls in the ``+Inf`` bucket, the largest finite bound as an `AtLeast` (the
         quantile is above it), or ``None`` when the histogram has no finite bucket (nothing is known of
-        it but its mean)."""
+        it but its mean); inside a first bucket that starts at 0, the interpolated value as an `AtMost`
+        (the quantile is at most that bucket's bound)."""
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"quantile must be in [0, 1], got {q!r}")
         total = self.buckets[-1][1] if self.buckets else 0.0
@@ -112,7 +133,8 @@ class Histogram:
             if cumulative >= rank and cumulative > below:
                 if math.isinf(bound):
                     return AtLeast(lower) if finite else None
-                return lower + (bound - lower) * (rank - below) / (cumulative - below)
+                value = lower + (bound - lower) * (rank - below) / (cumulative - below)
+                return AtMost(value, bound) if not finite and bound > 0 else value
             if not math.isinf(bound):
                 lower, finite = bound, True
             below = cumulative

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ._metrics import AtLeast
+from ._metrics import AtLeast, AtMost
 
 __all__ = ["ENGINES", "KIND_WORDS", "engine_name", "evidence_text", "figure", "label", "not_exposed_text", "number"]
 
@@ -135,7 +135,7 @@ def number(value: Any, key: str = "") -> str:
         return str(value)
     if any(k in key for k in _SHARES):
         return f"{value * 100:.{3 if 0 < abs(value) < 0.0001 else 2}f} %"
-    if isinstance(value, int) or float(value).is_integer():
+    if isinstance(value, int) or round(float(value), 9).is_integer():  # (13.999999999999986 from bucket arithmetic: "14")
         return f"{value:,.0f}"
     v = abs(value)
     digits = 0 if v >= 100 else 1 if v >= 10 else 2 if v >= 1 else 3 if v >= 0.01 else 5
@@ -157,9 +157,15 @@ def figure(key: str, value: Any) -> str:
     if key.endswith("_per_s"):  # a rate: its label says "per second"
         return number(value, key)
     if key.endswith("_s") and isinstance(value, (int, float)):
-        text = f"{number(value * 1000)} ms" if 0 < abs(value) < 1 else f"{number(value)} s"
+        if isinstance(value, AtMost):  # a quantile in the first bucket: known only to be at most its bound
+            return f"at most {_duration(value.bound)}"
+        text = _duration(value)
         return f"over {text}" if isinstance(value, AtLeast) else text  # a quantile in the +Inf bucket
     return number(value, key)
+
+
+def _duration(seconds: float) -> str:
+    return f"{number(seconds * 1000)} ms" if 0 < abs(seconds) < 1 else f"{number(seconds)} s"
 
 
 def not_exposed_text(value: Any) -> str:
