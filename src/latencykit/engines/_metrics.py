@@ -91,11 +91,8 @@ class AtMost(float):
         self.bound = bound
         return self
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Any, ...]:  # (repr and str stay a float's, as `AtLeast`'s)
         return (AtMost, (float(self), self.bound))
-
-    def __repr__(self) -> str:  # as a float: any text that shows the number shows it as before
-        return float.__repr__(self)
 
 
 @dataclass(frozen=True)
