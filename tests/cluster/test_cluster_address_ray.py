@@ -1,6 +1,6 @@
 """``--cluster`` addresses with Ray installed: ``auto`` and a head's ``HOST:PORT`` join a live cluster (the address
 check lets it through and finds it as Ray does), and an address where something listens but no Ray answers (a
-silent port, an HTTP server, a gRPC server of another kind, the head's GCS given as ``ray://``) ends in a second
+silent port, an HTTP server, an HTTP/2 server or proxy, a gRPC server of another kind, the head's GCS given as ``ray://``) ends in a second
 or two on latencykit's one line saying what is there — not after Ray's own 20-30 s, nor with its warnings."""
 
 from __future__ import annotations
@@ -122,6 +122,72 @@ def other_grpc() -> Iterator[int]:
         yield port
 
 
+_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _answer_http2(conn: socket.socket, status: int) -> None:
+    """Answer every request on ``conn`` with HTTP/2 ``status`` and no body, as a web server or a proxy with nothing
+    routed there does (RFC 9113 framing; the status as an HPACK literal with the static table's ``:status`` name)."""
+    conn.sendall(_frame(0x4, 0, 0))  # our SETTINGS (none)
+    buf = b""
+    while data := conn.recv(65536):
+        buf += data
+        if buf.startswith(_PREFACE):
+            buf = buf[len(_PREFACE):]
+        while len(buf) >= 9 and len(buf) >= 9 + (length := int.from_bytes(buf[:3], "big")):
+            kind, flags, stream = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+            buf = buf[9 + length:]
+            if kind == 0x4 and not flags & 0x1:  # the client's SETTINGS: acknowledged
+                conn.sendall(_frame(0x4, 0x1, 0))
+            elif kind == 0x1:  # a request's HEADERS: :status, END_HEADERS | END_STREAM
+                conn.sendall(_frame(0x1, 0x5, stream, b"\x08" + bytes([len(str(status))]) + str(status).encode()))
+
+
+@contextlib.contextmanager
+def _http2_server(status: int) -> Iterator[int]:
+    """A loopback HTTP/2 (h2c) server answering every request with ``status``; its port. What grpc meets at an
+    address where a web server or a transparent proxy (one that accepts every connection) answers."""
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+    threads: list[threading.Thread] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.settimeout(0.1)
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except (TimeoutError, socket.timeout):
+                    continue
+                conns.append(conn)
+                threads.append(threading.Thread(target=_quiet, args=(conn, status), daemon=True))
+                threads[-1].start()
+
+        threads.append(threading.Thread(target=serve, daemon=True))
+        threads[0].start()
+        try:
+            yield int(listener.getsockname()[1])
+        finally:
+            stop.set()
+            for conn in conns:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+            for thread in threads:
+                thread.join(5)
+
+
+def _quiet(conn: socket.socket, status: int) -> None:
+    with contextlib.suppress(OSError):
+        _answer_http2(conn, status)
+
+
 def _one_line(p: subprocess.CompletedProcess[str], elapsed: float) -> str:
     assert p.returncode == 2, p.stderr[-2000:]
     lines = p.stderr.splitlines()
@@ -136,16 +202,21 @@ def _timed_bench(address: str, tmp: Path) -> tuple[subprocess.CompletedProcess[s
     return p, time.perf_counter() - t0
 
 
+def _line_and_form(address: str, tmp: Path) -> tuple[str, str]:
+    """The one line ``bench --cluster address`` ends on, and what the address's form names."""
+    p, elapsed = _timed_bench(address, tmp)
+    return _one_line(p, elapsed), ("Ray Client" if address.startswith("ray://") else "a Ray head's GCS")
+
+
 @pytest.mark.parametrize("form", ["ray://127.0.0.1:{port}", "127.0.0.1:{port}"])
 def test_a_port_that_accepts_and_stays_silent_ends_on_one_line(mute: int, tmp_path: Path, form: str) -> None:
     """Ray Client gives up on such a port after its own ~30 s, a GCS address after ~20 s; the check asks for one
     second, and the terminal shows latencykit's line only, not Ray's warning."""
     address = form.format(port=mute)
-    p, elapsed = _timed_bench(address, tmp_path)
-    what = "Ray Client" if address.startswith("ray://") else "a Ray head's GCS"
-    assert _one_line(p, elapsed) == (f"latencykit bench: --cluster {address}: host 127.0.0.1 port {mute} accepts connections "
-                                     f"but gives no answer (none within 1 s), so it is not {what}; is it the right port "
-                                     "(Ray Client listens on 10001, the head's GCS on 6379)?")  # fmt: skip
+    line, what = _line_and_form(address, tmp_path)
+    assert line == (f"latencykit bench: --cluster {address}: host 127.0.0.1 port {mute} accepts connections "
+                    f"but gives no answer (none within 1 s), so it is not {what}; is it the right port "
+                    "(Ray Client listens on 10001, the head's GCS on 6379)?")  # fmt: skip
     assert not (tmp_path / "r.json").exists()
 
 
@@ -172,3 +243,25 @@ def test_a_cluster_on_tls_is_not_asked(mute: int, monkeypatch: pytest.MonkeyPatc
     """Over TLS (RAY_USE_TLS) a plain gRPC question would fail on a good cluster: only the TCP check is made."""
     monkeypatch.setenv("RAY_USE_TLS", "1")
     check_cluster(parse_cluster(f"ray://127.0.0.1:{mute}"))
+
+
+@pytest.mark.parametrize("status", [404, 502])
+@pytest.mark.parametrize("form", ["ray://127.0.0.1:{port}", "127.0.0.1:{port}"])
+def test_an_http2_answer_is_not_taken_for_grpc(tmp_path: Path, form: str, status: int) -> None:
+    """A web server or a proxy speaking HTTP/2 answers a gRPC call with an HTTP status, which grpc reports as a
+    made-up gRPC code (404: UNIMPLEMENTED, 502: UNAVAILABLE): the line names the HTTP answer, not a gRPC server.
+    (A transparent proxy that accepts every connection answered 404 so, by hand, from this machine.)"""
+    with _http2_server(status) as port:
+        address = form.format(port=port)
+        line, what = _line_and_form(address, tmp_path)
+    assert line == (f"latencykit bench: --cluster {address}: host 127.0.0.1 port {port} answers HTTP with status {status}, "
+                    f"not gRPC as {what} does (a web server, or a proxy in the way?); "
+                    "Ray Client listens on 10001, the head's GCS on 6379")  # fmt: skip
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_an_http2_authentication_refusal_is_left_to_ray(status: int) -> None:
+    """An authenticating layer may stand in front of a real cluster: the check lets it through, Ray says."""
+    with _http2_server(status) as port:
+        check_cluster(parse_cluster(f"ray://127.0.0.1:{port}"))
+        check_cluster(parse_cluster(f"127.0.0.1:{port}"))

@@ -170,14 +170,24 @@ def check_cluster(spec: ClusterSpec, timeout: float = CONNECT_TIMEOUT_S) -> None
                      f"up, and is it the right port ({_PORTS_HINT})?")  # fmt: skip
 
 
-def _grpc_status(grpc: Any, target: str, method: str, timeout: float) -> str:
-    """The status code's name of one empty call of ``method`` at ``target`` (``"OK"`` if it answered)."""
+_HTTP_ANSWER = re.compile(r"http2 header with status:? (\d{3})\b")
+"""How grpc says the peer answered HTTP/2 with a status other than 200 (a web server, a proxy): it then makes
+up a status code from the HTTP one (404 → UNIMPLEMENTED, 502/503/504 → UNAVAILABLE, ...), which must not be
+read as a gRPC server's own answer."""
+_MAY_BE_AUTH = frozenset({401, 403, 407})
+"""HTTP answers that may come from an authenticating layer in front of a real cluster: Ray is left to say."""
+
+
+def _grpc_status(grpc: Any, target: str, method: str, timeout: float) -> tuple[str, Optional[int]]:
+    """The status code's name of one empty call of ``method`` at ``target`` (``"OK"`` if it answered), and the
+    HTTP status where the peer answered HTTP/2 instead of gRPC (``None`` where it spoke gRPC or not HTTP/2)."""
     with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:  # straight there, as the TCP check
         try:
             channel.unary_unary(method)(b"", timeout=timeout)  # bytes in, bytes out: no Ray message types needed
         except grpc.RpcError as exc:
-            return str(exc.code().name)
-    return "OK"
+            http = _HTTP_ANSWER.search(str(exc.details() or ""))
+            return str(exc.code().name), int(http.group(1)) if http else None
+    return "OK", None
 
 
 def _not_ray(kind: str, address: str, host: str, port: int, timeout: float) -> Optional[str]:
@@ -186,7 +196,9 @@ def _not_ray(kind: str, address: str, host: str, port: int, timeout: float) -> O
 
     Ray Client and a head's GCS are both gRPC servers: one read-only call of the expected service tells them
     apart from an HTTP server (the dashboard, 8265), a port that accepts and stays silent, and from each other.
-    Any answer but "no such method" (an error, an auth refusal) means the service is there. Needs ``grpcio``,
+    An HTTP/2 answer that is not gRPC (a web server's or a proxy's 404 or 502, which grpc reports as made-up
+    gRPC codes) is named as such. Any other answer but "no such method" (an error, an authentication refusal,
+    also one made in HTTP: 401, 403, 407) means the service may be there, and Ray decides. Needs ``grpcio``,
     which Ray installs (without it ``--cluster`` cannot run anyway); a cluster on TLS (``RAY_USE_TLS``) is not asked.
     """
     if os.environ.get("RAY_USE_TLS", "0").strip().lower() in ("1", "true", "yes"):
@@ -200,9 +212,14 @@ def _not_ray(kind: str, address: str, host: str, port: int, timeout: float) -> O
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     method, name = _SERVICES[kind]
     try:
-        status = _grpc_status(grpc, target, method, timeout)
+        status, http = _grpc_status(grpc, target, method, timeout)
     except Exception:  # a target grpc cannot take, a grpcio that behaves otherwise: Ray will say
         return None
+    if http is not None:
+        if http in _MAY_BE_AUTH:
+            return None
+        return (f"host {host} port {port} answers HTTP with status {http}, not gRPC as {name} does (a web server, or a "
+                f"proxy in the way?); {_PORTS_HINT}")  # fmt: skip
     if status == "DEADLINE_EXCEEDED":
         return (f"host {host} port {port} accepts connections but gives no answer (none within {timeout:g} s), so it is "
                 f"not {name}; is it the right port ({_PORTS_HINT})?")  # fmt: skip
@@ -214,10 +231,10 @@ def _not_ray(kind: str, address: str, host: str, port: int, timeout: float) -> O
     bare = address[len("ray://"):] if address.startswith("ray://") else address
     other = "gcs" if kind == "client" else "client"
     try:
-        there = _grpc_status(grpc, target, _SERVICES[other][0], timeout)
+        there, there_http = _grpc_status(grpc, target, _SERVICES[other][0], timeout)
     except Exception:
-        there = ""  # could not ask
-    if there not in ("", "UNIMPLEMENTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        there, there_http = "", None  # could not ask
+    if there_http is None and there not in ("", "UNIMPLEMENTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"):
         fix = f"--cluster {bare} (without ray://)" if other == "gcs" else f"--cluster ray://{bare}"
         return f"port {port} at host {host} is {_SERVICES[other][1]}, not {name}: give it as {fix}"
     return f"host {host} port {port} speaks gRPC, but is neither Ray Client nor a Ray head's GCS; {_PORTS_HINT}"
