@@ -1,7 +1,8 @@
 """``--cluster`` addresses with Ray installed: ``auto`` and a head's ``HOST:PORT`` join a live cluster (the address
 check lets it through and finds it as Ray does), and an address where something listens but no Ray answers (a
-silent port, an HTTP server, an HTTP/2 server or proxy, a gRPC server of another kind, the head's GCS given as ``ray://``) ends in a second
-or two on latencykit's one line saying what is there — not after Ray's own 20-30 s, nor with its warnings."""
+silent port, an HTTP server, an HTTP/2 server or proxy, a gRPC server of another kind, the head's GCS given as
+``ray://``) ends in a second or two on latencykit's one line saying what is there — not after Ray's own 20-30 s,
+nor with its warnings."""
 
 from __future__ import annotations
 
