@@ -4,7 +4,11 @@ the real OpenAI SDK (latencykit.vllm clients), scraped over HTTP. Emulated laten
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
 import socket
+import threading
+import urllib.error
 from typing import Any, Iterator
 
 import pytest
@@ -334,3 +338,80 @@ def test_sampling_thread_scrapes_while_the_caller_blocks(vllm_emu: Emulator) -> 
         time.sleep(0.1)
     assert bad.scrape_errors >= 1 and not bad.scrapes
     assert lkv.fetch_slots(dead, timeout=0.5) is None
+
+
+# -- a server that answers /metrics with an error: what it said, not only the status's name -------------
+
+
+@contextlib.contextmanager
+def _answering(status: int, content_type: str, body: bytes) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with ``status`` and ``body``; its root URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+NOT_FOUND_HINT = ("nothing serves /metrics there: is it the inference server's own address? (Triton serves its metrics "
+                  "on port 8002, trtllm-serve at /prometheus/metrics; Ollama has none)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("status", "ctype", "body", "said"),
+    [
+        # llama-server (build 11434) started without --metrics, as recorded from it by hand
+        (501, "application/json; charset=utf-8",
+         b'{"error":{"code":501,"message":"This server does not support metrics endpoint. Start it with `--metrics`",'
+         b'"type":"not_supported_error"}}',
+         "HTTP 501 Not Implemented: This server does not support metrics endpoint. Start it with `--metrics`"),
+        # llama-server while it loads its model
+        (503, "application/json; charset=utf-8", b'{"error":{"message":"Loading model","type":"unavailable_error","code":503}}',
+         "HTTP 503 Service Unavailable: Loading model"),
+        # a FastAPI server (an OpenAI-compatible proxy) with no /metrics route: its body only repeats the status
+        (404, "application/json", b'{"detail":"Not Found"}', f"HTTP 404 Not Found; {NOT_FOUND_HINT}"),
+        # a Go server (Ollama) with no /metrics route
+        (404, "text/plain; charset=utf-8", b"404 page not found", f"HTTP 404 Not Found: 404 page not found; {NOT_FOUND_HINT}"),
+        # an HTML error page from a gateway: its markup is no message
+        (502, "text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>", "HTTP 502 Bad Gateway"),
+    ],
+)  # fmt: skip
+def test_cli_doctor_says_what_the_server_answered(status: int, ctype: str, body: bytes, said: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from latencykit.cli import main
+
+    with _answering(status, ctype, body) as url:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["doctor", "--url", url + "/v1", "--duration", "0"])
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err == f"latencykit: cannot scrape {url}/metrics: {said}\n"
+
+
+def test_fetch_metrics_raises_the_servers_status_with_its_message() -> None:
+    """The library's error stays urllib's ``HTTPError`` (an ``OSError``), with the status and headers the
+    server sent; only its message says more."""
+    body = b'{"error":{"message":"This server does not support metrics endpoint. Start it with `--metrics`"}}'
+    with _answering(501, "application/json", body) as url:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            lkv.fetch_metrics(url)
+    assert isinstance(err.value, OSError) and err.value.code == 501
+    assert err.value.headers["Content-Type"] == "application/json"
+    assert err.value.url == url + "/metrics"
+    assert str(err.value) == ("HTTP Error 501: Not Implemented: This server does not support metrics endpoint. "
+                              "Start it with `--metrics`")  # fmt: skip

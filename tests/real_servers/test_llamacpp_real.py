@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -12,7 +15,7 @@ from openai.types.chat import ChatCompletion
 from latencykit.llamacpp import AsyncLlamaCpp, LlamaCpp
 from latencykit.vllm import Doctor, MetricsWindow
 
-from .conftest import REPORT, Server
+from .conftest import LLAMA_BIN, REPORT, Server, _free_port, _start, _stop
 from ._workload import IGNORE_EOS, chat, cold_warm, timeline
 
 HELLO = [{"role": "user", "content": "Hello there"}]
@@ -143,3 +146,23 @@ async def test_doctor_reports_the_queue_when_streams_outnumber_slots(llama_serve
     assert "queue_pressure" in diagnosis.kinds, str(diagnosis)
     assert "time_outside_engine" not in diagnosis.kinds, "the wait for a slot is inside the server"
     assert diagnosis.client["calls_waited_for_slot"] >= 1, diagnosis.client
+
+
+def test_doctor_on_a_server_started_without_metrics_says_what_the_server_says(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """llama-server as its README starts it (no ``--metrics``) answers /metrics with 501 and a JSON body that
+    says the fix; the doctor's line carries it (it said only "Not Implemented"). Stopped by its process group."""
+    port = _free_port()
+    argv = [str(LLAMA_BIN), "-m", str(tiny_gguf), "--host", "127.0.0.1", "--port", str(port), "-c", "2048",
+            "-np", "1", "-t", "1", "--no-webui"]  # fmt: skip
+    server = _start("llama_no_metrics", argv, port, "tiny", tmp_path / "llama-server.log", {}, timeout=60)
+    try:
+        p = subprocess.run([sys.executable, "-m", "latencykit", "doctor", "--url", server.url + "/v1", "--duration", "0"],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    finally:
+        _stop(server)
+    assert server.proc.poll() is not None
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.strip() == (f"latencykit: cannot scrape {server.url}/metrics: HTTP 501 Not Implemented: "
+                                "This server does not support metrics endpoint. Start it with `--metrics`")  # fmt: skip

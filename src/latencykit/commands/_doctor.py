@@ -158,6 +158,8 @@ def run_doctor(args: argparse.Namespace) -> int:
         return _watch(Doctor(args.url, records=records, model=args.model, window=window), args, emulated)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(exc, urllib.error.HTTPError):  # the server answered: its status, and what it said (fetch_metrics)
+            reason = f"HTTP {exc.code} {reason}"
         print(f"latencykit: cannot scrape {page}: {reason}", file=sys.stderr, flush=True)
         return 1
     except ValueError as exc:  # not a Prometheus page

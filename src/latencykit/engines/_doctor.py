@@ -30,6 +30,7 @@ import contextlib
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import deque
 from typing import Callable, Iterator, Optional, Sequence, Union
@@ -62,9 +63,18 @@ def metrics_url(url: str) -> str:
 
 
 def fetch_metrics(url: str, timeout: float = 5.0) -> Scrape:
-    """GET ``/metrics`` of the server at ``url`` and parse it."""
-    with urllib.request.urlopen(metrics_url(url), timeout=timeout) as resp:  # noqa: S310 - the caller's server
-        body = resp.read().decode("utf-8", "replace")
+    """GET ``/metrics`` of the server at ``url`` and parse it.
+
+    A server that answers with an error status raises ``urllib.error.HTTPError`` whose message is what the
+    server said in its body (llama-server without ``--metrics``: "This server does not support metrics
+    endpoint. Start it with `--metrics`"), or for a 404 where metrics usually are; urllib's own is only the
+    status's name."""
+    page = metrics_url(url)
+    try:
+        with urllib.request.urlopen(page, timeout=timeout) as resp:  # noqa: S310 - the caller's server
+            body = resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        raise _explained(exc, page) from None
     if body.lstrip()[:1] in ("[", "{"):
         # trtllm-serve answers /metrics with JSON iteration stats; its Prometheus page is elsewhere.
         raise ValueError(
@@ -72,6 +82,58 @@ def fetch_metrics(url: str, timeout: float = 5.0) -> Scrape:
             "/prometheus/metrics: pass that URL)"
         )
     return Scrape.parse(body)
+
+
+_NOT_FOUND_HINT = (
+    "nothing serves /metrics there: is it the inference server's own address? (Triton serves its metrics on port "
+    "8002, trtllm-serve at /prometheus/metrics; Ollama has none)"
+)
+
+
+def _explained(exc: urllib.error.HTTPError, page: str) -> urllib.error.HTTPError:
+    """``exc`` again (same status and headers), its message saying what the server's body said, and for a 404
+    where the metrics usually are."""
+    try:
+        said = _body_message(exc.read(4096))
+    except Exception:  # a body that cannot be read: the status alone
+        said = None
+    finally:
+        exc.close()
+    status = str(exc.reason or "").strip() or "error"
+    message = status if said is None or said.lower() == status.lower() else f"{status}: {said}"
+    if exc.code == 404:
+        message = f"{message}; {_NOT_FOUND_HINT}"
+    return urllib.error.HTTPError(page, exc.code, message, exc.headers, None)
+
+
+def _body_message(body: bytes) -> Optional[str]:
+    """The message of an error body on one line: a JSON error's (``error.message``, ``error``, ``message``,
+    ``detail``: llama.cpp, OpenAI-style, FastAPI) or a text body's first line; ``None`` for an HTML page."""
+    text = body.decode("utf-8", "replace").strip()
+    if not text or text.startswith("<"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        found: object = text.splitlines()[0]
+    else:
+        found = _json_message(data)
+    if not isinstance(found, str) or not found.strip():
+        return None
+    line = " ".join(found.split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def _json_message(data: object) -> Optional[str]:
+    if not isinstance(data, dict):
+        return None
+    for key in ("error", "message", "detail"):
+        value = data.get(key)
+        if isinstance(value, dict):
+            value = value.get("message")
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
 
 
 def fetch_slots(url: str, timeout: float = 5.0) -> Optional[int]:
