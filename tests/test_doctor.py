@@ -237,7 +237,25 @@ def test_cli_doctor_prints_findings(vllm_emu: Emulator, capsys: pytest.CaptureFi
     with pytest.raises(SystemExit) as exit_info:
         main(["doctor", "--url", f"http://127.0.0.1:{port}", "--duration", "0.1"])
     assert exit_info.value.code == 1
-    assert "cannot scrape" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"latencykit: cannot scrape http://127.0.0.1:{port}/metrics: nothing answers at host "
+                                       f"127.0.0.1 port {port} (connection refused); is the server up, and is it its port?\n")  # fmt: skip
+
+
+def test_cli_doctor_says_in_words_what_the_connection_met() -> None:
+    """No errno numbers: a host that does not resolve (urllib's error as it raises it: no lookup here, tests
+    stay on loopback), and a port that accepts but never answers."""
+    from latencykit.commands._doctor import _why
+
+    unknown = urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
+    assert _why(unknown, "http://no-such-host.invalid:8000/metrics") == "host 'no-such-host.invalid' not found (Name or service not known)"
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(4)
+        port = mute.getsockname()[1]
+        doc = lkv.Doctor(f"http://127.0.0.1:{port}", timeout=0.3)
+        with pytest.raises(OSError) as err_info:
+            doc.scrape()
+        assert _why(err_info.value, f"http://127.0.0.1:{port}/metrics") == f"host 127.0.0.1 port {port} gave no answer in time (timed out)"
 
 
 # -- llama.cpp slot queueing from the client's own records (no scrape caught the deferral) --------

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 import time
 import urllib.error
+import urllib.parse
 from typing import Any
 
 from ..telemetry._recorder import Recorder
@@ -157,14 +159,30 @@ def run_doctor(args: argparse.Namespace) -> int:
         window = max(args.duration, args.interval) + args.interval
         return _watch(Doctor(args.url, records=records, model=args.model, window=window), args, emulated)
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(exc, urllib.error.HTTPError):  # the server answered: its status, and what it said (fetch_metrics)
-            reason = f"HTTP {exc.code} {reason}"
-        print(f"latencykit: cannot scrape {page}: {reason}", file=sys.stderr, flush=True)
+        print(f"latencykit: cannot scrape {page}: {_why(exc, page)}", file=sys.stderr, flush=True)
         return 1
     except ValueError as exc:  # not a Prometheus page
         print(f"latencykit: {page} is not a metrics page: {exc}", file=sys.stderr, flush=True)
         return 1
+
+
+def _why(exc: OSError, page: str) -> str:
+    """Why ``page`` could not be scraped, in words: the server's status and what it said (`fetch_metrics`), or
+    what the connection met (nothing listening, no such host, no answer in time) without errno numbers."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    reason = getattr(exc, "reason", exc)
+    where = urllib.parse.urlsplit(page)
+    host, port = where.hostname, where.port or (443 if where.scheme == "https" else 80)
+    if isinstance(reason, ConnectionRefusedError):
+        return f"nothing answers at host {host} port {port} (connection refused); is the server up, and is it its port?"
+    if isinstance(reason, socket.gaierror):
+        return f"host {host!r} not found ({reason.strerror or reason})"
+    if isinstance(reason, TimeoutError) or "timed out" in str(reason):  # socket.timeout is TimeoutError from 3.10
+        return f"host {host} port {port} gave no answer in time (timed out)"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
 
 
 def _watch(doc: Doctor, args: argparse.Namespace, emulated: bool = False) -> int:
