@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from dataclasses import asdict
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from rich.console import Console
+from _answering import answering
 
 from latencykit.bench._cell import BenchRun
 from latencykit.bench._run import BenchConfig, parse_matrix, run_bench
@@ -140,6 +142,30 @@ def test_bench_run_without_a_completed_request_exits_1_with_the_first_error(tmp_
     assert line.startswith("latencykit bench: retry=off @ c=1 has no completed request (2 of 2 failed); first error: "
                            "APIConnectionError: Connection error.; caused by "), line  # fmt: skip
     assert "first error: APIConnectionError" in proc.stdout and out.exists()  # the report says it too; the file is kept
+
+
+def test_without_model_a_server_that_cannot_list_models_is_said_in_words(tmp_path: Path) -> None:
+    """No --model: the server's model list is read first; where it cannot be, one line says why in words (what
+    the connection met, or the HTTP status and what the server said, without the API key), exit 2."""
+
+    def bench(base_url: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "latencykit.cli", "bench", "--target", "openai-compatible", "--base-url",
+                               base_url, "--requests", "2", "--quiet", "--out", str(tmp_path / "r.json")],
+                              capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OPENAI_API_KEY": "sk-test-abcdefghijkl"})  # fmt: skip
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        (line,) = proc.stderr.splitlines()
+        return line
+
+    assert bench("http://127.0.0.1:1/v1") == ("latencykit bench: no --model given and http://127.0.0.1:1/v1/models could not "
+                                             "be read: nothing answers at host 127.0.0.1 port 1 (connection refused); is the "
+                                             "server up, and is it its port?")  # fmt: skip
+    refusal = b'{"error":{"message":"Incorrect API key provided: sk-test-abcdefghijkl","type":"invalid_request_error"}}'
+    with answering(401, "application/json", refusal) as root:
+        url = root + "/v1"
+        assert bench(url) == (f"latencykit bench: no --model given and {url}/models could not be read: HTTP 401: "
+                              "Incorrect API key provided: ***")  # fmt: skip
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_error_descriptions_leave_out_keys_and_prompt_text() -> None:

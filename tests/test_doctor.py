@@ -4,14 +4,12 @@ the real OpenAI SDK (latencykit.vllm clients), scraped over HTTP. Emulated laten
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import http.server
 import socket
-import threading
 import urllib.error
 from typing import Any, Iterator
 
 import pytest
+from _answering import answering
 
 import latencykit.vllm as lkv
 from latencykit.emulator import Emulator, TimingModel, VLLMConfig, count_tokens
@@ -361,32 +359,6 @@ def test_sampling_thread_scrapes_while_the_caller_blocks(vllm_emu: Emulator) -> 
 # -- a server that answers /metrics with an error: what it said, not only the status's name -------------
 
 
-@contextlib.contextmanager
-def _answering(status: int, content_type: str, body: bytes) -> Iterator[str]:
-    """A loopback HTTP server answering every GET with ``status`` and ``body``; its root URL."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
 NOT_FOUND_HINT = ("nothing serves /metrics there: is it the inference server's own address? (Triton serves its metrics "
                   "on port 8002, trtllm-serve at /prometheus/metrics; Ollama has none)")  # fmt: skip
 
@@ -414,7 +386,7 @@ def test_cli_doctor_says_what_the_server_answered(status: int, ctype: str, body:
                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     from latencykit.cli import main
 
-    with _answering(status, ctype, body) as url:
+    with answering(status, ctype, body) as url:
         with pytest.raises(SystemExit) as exit_info:
             main(["doctor", "--url", url + "/v1", "--duration", "0"])
     assert exit_info.value.code == 1
@@ -425,7 +397,7 @@ def test_fetch_metrics_raises_the_servers_status_with_its_message() -> None:
     """The library's error stays urllib's ``HTTPError`` (an ``OSError``), with the status and headers the
     server sent; only its message says more."""
     body = b'{"error":{"message":"This server does not support metrics endpoint. Start it with `--metrics`"}}'
-    with _answering(501, "application/json", body) as url:
+    with answering(501, "application/json", body) as url:
         with pytest.raises(urllib.error.HTTPError) as err:
             lkv.fetch_metrics(url)
     assert isinstance(err.value, OSError) and err.value.code == 501

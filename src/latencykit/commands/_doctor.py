@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 import time
 import urllib.error
-import urllib.parse
 from typing import Any
 
+from .._net_words import connection_words
 from ..telemetry._recorder import Recorder
 from ..engines._doctor import Doctor, doctor, metrics_url, server_root
 from ..engines._findings import Diagnosis
@@ -171,15 +170,10 @@ def _why(exc: OSError, page: str) -> str:
     what the connection met (nothing listening, no such host, no answer in time) without errno numbers."""
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code} {exc.reason}"
+    words = connection_words(exc, page)
+    if words is not None:
+        return words
     reason = getattr(exc, "reason", exc)
-    where = urllib.parse.urlsplit(page)
-    host, port = where.hostname, where.port or (443 if where.scheme == "https" else 80)
-    if isinstance(reason, ConnectionRefusedError):
-        return f"nothing answers at host {host} port {port} (connection refused); is the server up, and is it its port?"
-    if isinstance(reason, socket.gaierror):
-        return f"host {host!r} not found ({reason.strerror or reason})"
-    if isinstance(reason, TimeoutError) or "timed out" in str(reason):  # socket.timeout is TimeoutError from 3.10
-        return f"host {host} port {port} gave no answer in time (timed out)"
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror
     return str(reason)

@@ -35,6 +35,7 @@ import urllib.request
 from collections import deque
 from typing import Callable, Iterator, Optional, Sequence, Union
 
+from .._net_words import body_message
 from ..core._record import CallRecord
 from ..telemetry._recorder import Recorder
 from ._findings import Diagnosis, Thresholds, diagnose
@@ -94,7 +95,7 @@ def _explained(exc: urllib.error.HTTPError, page: str) -> urllib.error.HTTPError
     """``exc`` again (same status and headers), its message saying what the server's body said, and for a 404
     where the metrics usually are."""
     try:
-        said = _body_message(exc.read(4096))
+        said = body_message(exc.read(4096))
     except Exception:  # a body that cannot be read: the status alone
         said = None
     finally:
@@ -104,36 +105,6 @@ def _explained(exc: urllib.error.HTTPError, page: str) -> urllib.error.HTTPError
     if exc.code == 404:
         message = f"{message}; {_NOT_FOUND_HINT}"
     return urllib.error.HTTPError(page, exc.code, message, exc.headers, None)
-
-
-def _body_message(body: bytes) -> Optional[str]:
-    """The message of an error body on one line: a JSON error's (``error.message``, ``error``, ``message``,
-    ``detail``: llama.cpp, OpenAI-style, FastAPI) or a text body's first line; ``None`` for an HTML page."""
-    text = body.decode("utf-8", "replace").strip()
-    if not text or text.startswith("<"):
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        found: object = text.splitlines()[0]
-    else:
-        found = _json_message(data)
-    if not isinstance(found, str) or not found.strip():
-        return None
-    line = " ".join(found.split())
-    return line if len(line) <= 300 else line[:299] + "…"
-
-
-def _json_message(data: object) -> Optional[str]:
-    if not isinstance(data, dict):
-        return None
-    for key in ("error", "message", "detail"):
-        value = data.get(key)
-        if isinstance(value, dict):
-            value = value.get("message")
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
 
 
 def fetch_slots(url: str, timeout: float = 5.0) -> Optional[int]:

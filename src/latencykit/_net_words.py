@@ -1,0 +1,77 @@
+"""What a failed request met, in words for one CLI line: the connection (nothing listening, no such host, no
+answer in time) without errno numbers, and the message a server put in an error body."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.parse
+from typing import Optional
+
+__all__ = ["address_of", "body_message", "connection_words"]
+
+
+def address_of(url: str) -> tuple[str, int]:
+    """The host and port ``url`` connects to (the scheme's default port where it names none)."""
+    where = urllib.parse.urlsplit(url)
+    return where.hostname or "", where.port or (443 if where.scheme == "https" else 80)
+
+
+def _socket_error(exc: BaseException) -> Optional[BaseException]:
+    """The socket-level error somewhere in ``exc``'s chain (causes, contexts, urllib's ``reason``)."""
+    seen: set[int] = set()
+    stack: list[Optional[BaseException]] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (ConnectionRefusedError, socket.gaierror, TimeoutError)):  # socket.timeout too (3.10+)
+            return e
+        reason = getattr(e, "reason", None)  # urllib's URLError
+        stack += [reason if isinstance(reason, BaseException) else None, e.__context__, e.__cause__]
+    return None
+
+
+def connection_words(exc: BaseException, url: str) -> Optional[str]:
+    """What connecting to ``url`` met, in words ("nothing answers at host H port P (connection refused); ..."),
+    where ``exc`` or an exception it came from is a refused connection, an unknown host or a timeout; else ``None``."""
+    found = _socket_error(exc)
+    if found is None:
+        return None
+    host, port = address_of(url)
+    if isinstance(found, ConnectionRefusedError):
+        return f"nothing answers at host {host} port {port} (connection refused); is the server up, and is it its port?"
+    if isinstance(found, socket.gaierror):
+        return f"host {host!r} not found ({found.strerror or found})"
+    return f"host {host} port {port} gave no answer in time (timed out)"
+
+
+def body_message(body: bytes) -> Optional[str]:
+    """The message of an error body on one line: a JSON error's (``error.message``, ``error``, ``message``,
+    ``detail``: llama.cpp, OpenAI-style, FastAPI) or a text body's first line; ``None`` for an HTML page."""
+    text = body.decode("utf-8", "replace").strip()
+    if not text or text.startswith("<"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        found: object = text.splitlines()[0]
+    else:
+        found = _json_message(data)
+    if not isinstance(found, str) or not found.strip():
+        return None
+    line = " ".join(found.split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def _json_message(data: object) -> Optional[str]:
+    if not isinstance(data, dict):
+        return None
+    for key in ("error", "message", "detail"):
+        value = data.get(key)
+        if isinstance(value, dict):
+            value = value.get("message")
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
