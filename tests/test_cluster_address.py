@@ -124,6 +124,22 @@ def test_auto_checks_the_address_it_finds(no_ray_here: Path, monkeypatch: pytest
         check_cluster(parse_cluster("auto"))
 
 
+@pytest.mark.parametrize("port", [0, 65536, 99999])
+def test_a_port_out_of_range_is_named_not_wrapped(port: int, no_ray_here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """99999 is no port: the resolver would wrap it round to 34463 and the check would report what answers
+    there (or "connection refused" for a port nobody named). Given, and found in RAY_ADDRESS, alike."""
+    hint = "(1 to 65535; Ray Client listens on 10001, the head's GCS on 6379)"
+    for text in (f"ray://127.0.0.1:{port}", f"127.0.0.1:{port}"):
+        with pytest.raises(ValueError) as err:
+            parse_cluster(text)
+        assert str(err.value) == f"--cluster {text}: port {port} is not a TCP port {hint}"
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    with pytest.raises(ValueError) as err:
+        check_cluster(parse_cluster("auto"))
+    assert str(err.value) == f"--cluster auto (127.0.0.1:{port}, from RAY_ADDRESS): port {port} is not a TCP port {hint}"
+    parse_cluster("127.0.0.1:65535")  # the last port is one
+
+
 def test_cli_exits_2_with_one_line_before_anything_starts(no_ray_here: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     port = _closed_port()
     for address in (f"ray://127.0.0.1:{port}", "auto"):

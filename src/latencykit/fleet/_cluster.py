@@ -70,12 +70,19 @@ def parse_cluster(text: str) -> ClusterSpec:
         return ClusterSpec(t, "local", n)
     if t == "auto":
         return ClusterSpec(t, "auto")
-    if t.startswith("ray://") and _HOSTPORT.fullmatch(t[len("ray://"):]):
-        return ClusterSpec(t, "client")
-    if _HOSTPORT.fullmatch(t):
-        return ClusterSpec(t, "gcs")
+    client = t.startswith("ray://")
+    bare = t[len("ray://"):] if client else t
+    if _HOSTPORT.fullmatch(bare):
+        _check_port(int(bare.rpartition(":")[2]), f"--cluster {text}")
+        return ClusterSpec(t, "client" if client else "gcs")
     raise ValueError(f"--cluster takes local:N (a throw-away cluster of N nodes on this machine), auto (the cluster this "
                      f"machine belongs to), ray://HOST:10001 (Ray Client) or HOST:PORT (a head's GCS); got {text!r}")  # fmt: skip
+
+
+def _check_port(port: int, what: str) -> None:
+    """``ValueError`` for a port no TCP connection can name (the resolver would wrap 99999 round to 34463)."""
+    if not 1 <= port <= 65535:
+        raise ValueError(f"{what}: port {port} is not a TCP port (1 to 65535; {_PORTS_HINT})")
 
 
 def ray_temp_dir() -> Path:
@@ -150,6 +157,7 @@ def check_cluster(spec: ClusterSpec, timeout: float = CONNECT_TIMEOUT_S) -> None
     if where is None:
         return
     host, port = where
+    _check_port(port, f"--cluster {spec.text}{source}")
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except ConnectionRefusedError:
