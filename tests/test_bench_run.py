@@ -239,3 +239,22 @@ def test_client_bound_cell_is_flagged_and_points_at_the_aiohttp_backend(strategy
     assert ("--matrix http=aiohttp" in bound) is hint
     quiet = Cell(strategy, {}, {"concurrency": 1}, health=[{"cores": 0.1, "loop_lag_p99": 0.001}])
     assert not [w for w in diagnose(quiet) if w.startswith("client-bound")]
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("127.0.0.1:8000", "not an http(s) URL"),  # the scheme forgotten
+        ("http://127.0.0.1:99999", "port 99999 is not a TCP port (1 to 65535)"),  # the resolver would wrap it to 34463
+        ("http://[::1]:0/v1", "port 0 is not a TCP port (1 to 65535)"),
+        ("http://:8000", "no host"),
+    ],
+)
+def test_a_base_url_that_is_no_server_url_is_refused_before_anything_is_sent(url: str, problem: str) -> None:
+    from latencykit.bench._targets import resolve_target
+
+    for kind in ("vllm", "openai-compatible", "emulator"):
+        with pytest.raises(ValueError) as err:
+            resolve_target(kind, base_url=url, model="m")
+        assert str(err.value) == f"--base-url {url!r}: {problem} (e.g. http://127.0.0.1:8000)"
+    assert resolve_target("vllm", base_url="http://user:pw@gpu-box/", model="m").base_url == "http://user:pw@gpu-box/v1"

@@ -405,3 +405,24 @@ def test_fetch_metrics_raises_the_servers_status_with_its_message() -> None:
     assert err.value.url == url + "/metrics"
     assert str(err.value) == ("HTTP Error 501: Not Implemented: This server does not support metrics endpoint. "
                               "Start it with `--metrics`")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("url", "detail"),
+    [
+        ("127.0.0.1:8000", ""),
+        ("http://127.0.0.1:99999", ": port 99999 is not a TCP port (1 to 65535)"),  # urllib would connect to 34463
+        ("http://:8000/v1", ": no host"),
+    ],
+)
+def test_a_url_that_is_no_server_url_is_refused_before_any_scrape(url: str, detail: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from latencykit.cli import main
+
+    message = f"expected an http(s) URL of the server, got {url!r}{detail}"
+    with pytest.raises(ValueError) as err:
+        lkv.doctor(url, duration=0)
+    assert str(err.value) == message
+    with pytest.raises(SystemExit) as exit_info:
+        main(["doctor", "--url", url, "--duration", "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"latencykit doctor: error: argument --url: {message}"

@@ -8,13 +8,33 @@ import socket
 import urllib.parse
 from typing import Optional
 
-__all__ = ["address_of", "body_message", "connection_words"]
+__all__ = ["address_of", "body_message", "connection_words", "http_url_problem"]
 
 
 def address_of(url: str) -> tuple[str, int]:
-    """The host and port ``url`` connects to (the scheme's default port where it names none)."""
+    """The host and port ``url`` connects to (the scheme's default port where it names none or no valid one)."""
     where = urllib.parse.urlsplit(url)
-    return where.hostname or "", where.port or (443 if where.scheme == "https" else 80)
+    try:
+        port = where.port
+    except ValueError:  # out of range: `http_url_problem` says so before anything connects
+        port = None
+    return where.hostname or "", port or (443 if where.scheme == "https" else 80)
+
+
+def http_url_problem(url: object) -> Optional[str]:
+    """What keeps ``url`` from being a server's http(s) URL ("not an http(s) URL", "no host", "port 99999 is not
+    a TCP port (1 to 65535)"), or ``None``. A port out of range must not reach the resolver, which wraps it round
+    (99999 to 34463) and connects there."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        return "not an http(s) URL"
+    where = urllib.parse.urlsplit(url)
+    if not where.hostname:
+        return "no host"
+    tail = where.netloc.rpartition("@")[2].rpartition("]")[2]  # past any user:password@ and an IPv6 literal
+    port_text = tail.rpartition(":")[2] if ":" in tail else ""
+    if port_text and (not port_text.isdigit() or not 1 <= int(port_text) <= 65535):
+        return f"port {port_text} is not a TCP port (1 to 65535)"
+    return None
 
 
 def _socket_error(exc: BaseException) -> Optional[BaseException]:

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from .._net_words import http_url_problem
 from ._traffic import TrafficRequest
 
 __all__ = ["TARGETS", "Observed", "TargetSpec", "anthropic_body", "is_emulator", "openai_body", "resolve_target"]
@@ -88,6 +89,10 @@ def resolve_target(
         raise ValueError(f"target must be one of {', '.join(TARGETS)}; got {kind!r}")
     if api not in (None, "openai", "anthropic"):
         raise ValueError(f"api must be 'openai' or 'anthropic', got {api!r}")
+    if base_url is not None:
+        problem = http_url_problem(base_url)
+        if problem is not None:
+            raise ValueError(f"--base-url {base_url!r}: {problem} (e.g. http://127.0.0.1:8000)")
     if kind == "emulator":
         chosen: Api = "anthropic" if api == "anthropic" else "openai"
         url = None if base_url is None else (base_url.rstrip("/") if chosen == "anthropic" else _v1(base_url))

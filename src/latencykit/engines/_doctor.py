@@ -35,7 +35,7 @@ import urllib.request
 from collections import deque
 from typing import Callable, Iterator, Optional, Sequence, Union
 
-from .._net_words import body_message
+from .._net_words import body_message, http_url_problem
 from ..core._record import CallRecord
 from ..telemetry._recorder import Recorder
 from ._findings import Diagnosis, Thresholds, diagnose
@@ -49,8 +49,11 @@ Records = Union[Recorder, Sequence[CallRecord], Callable[[], Sequence[CallRecord
 
 def server_root(url: str) -> str:
     """``http://host:port`` from a server URL, an OpenAI base URL (``.../v1``) or a ``/metrics`` URL."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"expected an http(s) URL of the server, got {url!r}")
+    problem = http_url_problem(url)
+    if problem is not None:
+        detail = "" if problem == "not an http(s) URL" else f": {problem}"
+        raise ValueError(f"expected an http(s) URL of the server, got {url!r}{detail}")
+    assert isinstance(url, str)
     root = url.rstrip("/")
     for suffix in ("/metrics", "/v1"):
         if root.endswith(suffix):
