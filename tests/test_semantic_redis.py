@@ -171,3 +171,16 @@ def test_redis_holds_no_canary_when_encrypted(emu: Emulator, redis_client: Any, 
     for client in (a_oai, a_ant, b_oai, b_ant):
         client.close()
     store.clear()
+
+
+def test_a_redis_url_works_as_a_pgvector_connection_string_does(redis_client: Any) -> None:
+    """``RedisStore("redis://...")`` makes its own client (was an AttributeError from inside the first call)."""
+    kwargs = redis_client.connection_pool.connection_kwargs
+    store = RedisStore(f"redis://{kwargs['host']}:{kwargs['port']}/0", 4, ttl=60, prefix="lk-url:")
+    vec = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    store.add(("acme", b"fp"), vec, b"answer", {"api": "x"})
+    hit = store.search(("acme", b"fp"), vec, 0.9)
+    assert hit is not None and hit.payload == b"answer" and hit.meta == {"api": "x"}
+    store.clear()
+    assert store.search(("acme", b"fp"), vec, 0.9) is None
+    store.redis.close()

@@ -306,3 +306,20 @@ def test_odd_scopes_are_stored_safely(emu: Any, tmp_path: Path, encrypt: bool) -
     cache.save(tmp_path / "odd.npz")
     loaded = SemanticCache(secret=b"s" * 32, encrypt=encrypt)
     assert loaded.load(tmp_path / "odd.npz") == len(shared)
+
+
+def test_redis_store_refuses_what_is_not_a_sync_redis_client_in_one_line() -> None:
+    """A wrong first argument is said when the store is made, not as an AttributeError from its first call."""
+    redis = pytest.importorskip("redis")
+    from latencykit.semantic import RedisStore
+
+    with pytest.raises(ValueError, match=r"^RedisStore takes a redis\.Redis client or a redis://, rediss:// or unix:// URL, got 'localhost:6379'$"):
+        RedisStore("localhost:6379", 8)
+    with pytest.raises(TypeError, match=r"^RedisStore takes a redis\.Redis client or a redis:// URL, got dict$"):
+        RedisStore({"host": "localhost"}, 8)
+    import redis.asyncio
+
+    with pytest.raises(TypeError, match=r"not redis\.asyncio's"):
+        RedisStore(redis.asyncio.Redis(), 8)  # no connection is made before a command
+    store = RedisStore(redis.Redis.from_url("redis://127.0.0.1:1/0"), 8)  # made lazily: nothing connects yet
+    assert store.dim == 8

@@ -12,6 +12,7 @@ keys. Needs ``pip install redis``.
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from typing import Any, Optional
@@ -25,13 +26,16 @@ __all__ = ["RedisStore"]
 
 
 class RedisStore:
-    """`VectorStore` over a ``redis.Redis`` client (``decode_responses`` must be off)."""
+    """`VectorStore` over a ``redis.Redis`` client (``decode_responses`` must be off), or over a
+    ``redis://`` / ``rediss://`` / ``unix://`` URL (the store makes the client, as `PgVectorStore` takes
+    a connection string)."""
 
     def __init__(self, client: Any, dim: int, *, ttl: Optional[float] = 24 * 3600.0, prefix: str = "latencykit:semantic:") -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
         if ttl is not None and (not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not ttl > 0):
             raise ValueError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
+        client = _client(client)
         if getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}).get("decode_responses"):
             raise ValueError("RedisStore needs a redis client with decode_responses=False (vectors are bytes)")
         self.redis = client
@@ -97,6 +101,24 @@ class RedisStore:
 
     def __len__(self) -> int:
         return sum(1 for _ in self.redis.scan_iter(match=f"{self.prefix}e:*", count=500))
+
+
+def _client(client: Any) -> Any:
+    """A ``redis.Redis`` for ``client`` (itself, or made from a URL); a clear error for anything else."""
+    if isinstance(client, str):
+        if not client.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"RedisStore takes a redis.Redis client or a redis://, rediss:// or unix:// URL, got {client!r}")
+        try:
+            import redis
+        except ImportError:
+            raise ImportError('RedisStore needs the redis package: pip install "redis>=5.0"') from None
+        return redis.Redis.from_url(client)
+    if not all(callable(getattr(client, name, None)) for name in ("pipeline", "smembers", "hmget", "scan_iter")):
+        raise TypeError(f"RedisStore takes a redis.Redis client or a redis:// URL, got {type(client).__name__}")
+    if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+        raise TypeError("RedisStore needs a synchronous redis.Redis client, not redis.asyncio's: the semantic cache "
+                        "calls its store synchronously, from async clients too")  # fmt: skip
+    return client
 
 
 def _hex(scope: str) -> str:
