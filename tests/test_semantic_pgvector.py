@@ -363,3 +363,31 @@ def test_server_stops_by_pid() -> None:
     pid, folder = server.proc.pid if server.proc else -1, server.dir
     server.stop()
     assert not Path(f"/proc/{pid}").exists() and not folder.exists()
+
+
+def test_a_dead_server_costs_one_call_its_pool_timeout_not_every_call(emu: Emulator, caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL gone (nothing listens at the DSN's port): the first marked call waits the pool's ``timeout``
+    and answers from the provider; the next ones skip the paused cache at once, and nothing raises."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = PgVectorStore(f"postgresql://latencykit@127.0.0.1:{port}/none", 8, timeout=0.5)
+    cache = SemanticCache(lk.semantic.HashedEmbedder(8), store=store)
+    client = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="sk-test", max_retries=0, semantic=cache)
+    ask = {"model": "gpt-4o-mini", "max_tokens": 8, "messages": [{"role": "user", "content": "Where is my order?"}]}
+    try:
+        t0 = time.perf_counter()
+        client.chat.completions.create(**ask, extra_headers=semantic_cacheable("shop"))
+        first = time.perf_counter() - t0
+        for _ in range(3):
+            client.chat.completions.create(**ask, extra_headers=semantic_cacheable("shop"))
+            assert client.latency.last.semantic_hit is None
+        stats = cache.stats()
+    finally:
+        client.close()
+        store.close()
+    assert first >= 0.5  # the one call that asked the store waited for its pool
+    assert (stats.store_errors, stats.skipped["store_unavailable"], stats.entries) == (1, 3, None)
+    assert any("PgVectorStore failed (PoolTimeout" in r.getMessage() for r in caplog.records if r.name == "latencykit")

@@ -184,3 +184,24 @@ def test_a_redis_url_works_as_a_pgvector_connection_string_does(redis_client: An
     store.clear()
     assert store.search(("acme", b"fp"), vec, 0.9) is None
     store.redis.close()
+
+
+def test_a_dead_server_pauses_the_cache(emu: Emulator) -> None:
+    """Nothing listens at the Redis URL: the first marked call's lookup fails at once (refused), the next calls
+    skip the paused cache, every call answers from the provider."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = RedisStore(f"redis://127.0.0.1:{port}/0", 8)
+    cache = SemanticCache(lk.semantic.HashedEmbedder(8), store=store)
+    client = lk.OpenAI(base_url=emu.base_url + "/v1", api_key="sk-test", max_retries=0, semantic=cache)
+    ask = {"model": "gpt-4o-mini", "max_tokens": 8, "messages": [{"role": "user", "content": "Where is my order?"}]}
+    try:
+        for _ in range(3):
+            answer = client.chat.completions.create(**ask, extra_headers=semantic_cacheable("shop"))
+            assert answer.choices[0].message.content and client.latency.last.semantic_hit is None
+        stats = cache.stats()
+    finally:
+        client.close()
+        store.redis.close()
+    assert (stats.store_errors, stats.skipped["store_unavailable"], stats.entries) == (1, 2, None)

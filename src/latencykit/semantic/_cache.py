@@ -47,6 +47,11 @@ _TERMINAL = {
     "chat.completions": (b"data: [DONE]", b"data:[DONE]"),
     "responses": (b"response.completed",),
 }
+STORE_PAUSE_S = 5.0
+"""After a store call fails, requests skip the cache (``skipped["store_unavailable"]``) for this long, then the
+store is tried again; each failure in a row doubles the pause, up to `STORE_PAUSE_MAX_S`. An unreachable store
+then costs one call its own timeout (`PgVectorStore`'s ``timeout``, the Redis client's), not every call."""
+STORE_PAUSE_MAX_S = 120.0
 _ENCRYPTION = "aes-256-gcm/1"
 _FILE_AAD = b"latencykit.semantic/file/2"
 _warned_readable = False
@@ -65,9 +70,12 @@ class SemanticStats:
     stored: int
     skipped: dict[str, int]
     """Requests not looked up, by reason (``not_marked``, ``tool_results``, ``images``, ...)."""
-    entries: int
+    entries: Optional[int]
+    """Entries in the store; ``None`` when the store could not say (it failed, or is paused after failing)."""
     evictions: int
     expirations: int
+    store_errors: int = 0
+    """Store calls that failed (an unreachable Redis or PostgreSQL): each pauses the cache (`STORE_PAUSE_S`)."""
 
     @property
     def hit_rate(self) -> Optional[float]:
@@ -174,6 +182,10 @@ class SemanticCache:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
         self._skipped: Counter[str] = Counter()
+        self._clock = clock
+        self._pause = 0.0
+        """The current pause after store failures in a row (0: the store answers)."""
+        self._paused_until = 0.0
 
     # -- the steps the transport runs ---------------------------------------------------------
     def plan(self, path: str, body: bytes, mark: Optional[str]) -> Optional[Pending]:
@@ -203,6 +215,9 @@ class SemanticCache:
         query = analyze(api, data, scope, self._fp, allow_tool_results=self.allow_tool_results, allow_images=self.allow_images)
         if isinstance(query, Ineligible):
             self._skip(query.reason)
+            return None
+        if self._paused():  # the store failed a moment ago: no embedding, no lookup, nothing stored
+            self._skip("store_unavailable")
             return None
         return Pending(self._guarded(query), self._store_scope(scope))
 
@@ -235,7 +250,7 @@ class SemanticCache:
     def lookup(self, pending: Pending) -> Optional[StoreHit]:
         """Search the pending request's partition; the hit (if any) is also kept on ``pending``."""
         partition = (pending.scope, pending.query.fingerprint)
-        hit = self.store.search(partition, pending.vector, self.threshold)
+        hit: Optional[StoreHit] = self._asking(self.store.search, partition, pending.vector, self.threshold)
         if hit is not None:
             hit = self._opened(partition, hit)
         pending.hit = hit
@@ -254,10 +269,54 @@ class SemanticCache:
         payload = zlib.compress(body, 1)
         if self._sealer is not None:
             payload = self._sealer.seal(payload, _associated(partition))
-        self.store.add(partition, pending.vector, payload, {"api": api})
+        self._asking(self.store.add, partition, pending.vector, payload, {"api": api})
         with self._lock:
             self._counts["stored"] += 1
         return True
+
+    def _asking(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)`` on the store; a failure pauses the cache (`STORE_PAUSE_S`) and is raised on."""
+        try:
+            result = call(*args)
+        except Exception as exc:
+            self._store_failed(exc)
+            raise
+        if self._pause:
+            self._store_answers()
+        return result
+
+    def _paused(self) -> bool:
+        return bool(self._pause) and self._clock() < self._paused_until
+
+    def _store_failed(self, exc: BaseException) -> None:
+        with self._lock:
+            first = not self._pause
+            self._pause = STORE_PAUSE_S if first else min(self._pause * 2, STORE_PAUSE_MAX_S)
+            self._paused_until = self._clock() + self._pause
+            self._counts["store_errors"] += 1
+            pause = self._pause
+        if first:  # once per outage: a WARNING, then the pauses go on quietly (DEBUG)
+            detail = " ".join(str(exc).split())[:200]
+            logger.warning("latencykit: the semantic cache's %s failed (%s%s); requests go to the provider without the "
+                           "cache, and the store is tried again in %g s", type(self.store).__name__, type(exc).__name__,
+                           f": {detail}" if detail else "", pause)  # fmt: skip
+        else:
+            logger.debug("latencykit: the semantic cache's store failed again; tried again in %g s", pause, exc_info=True)
+
+    def _store_answers(self) -> None:
+        with self._lock:
+            was, self._pause, self._paused_until = self._pause, 0.0, 0.0
+        if was:
+            logger.warning("latencykit: the semantic cache's %s answers again", type(self.store).__name__)
+
+    def _entries(self) -> Optional[int]:
+        """Entries in the store, or ``None`` where it cannot say now (paused, or failing)."""
+        if self._paused():
+            return None
+        try:
+            return int(self._asking(len, self.store))
+        except Exception:
+            return None
 
     @staticmethod
     def answer_bytes(hit: StoreHit) -> bytes:
@@ -291,8 +350,9 @@ class SemanticCache:
             counts, skipped = dict(self._counts), dict(self._skipped)
         return SemanticStats(
             lookups=counts.get("lookups", 0), hits=counts.get("hits", 0), misses=counts.get("misses", 0),
-            stored=counts.get("stored", 0), skipped=skipped, entries=len(self.store),
+            stored=counts.get("stored", 0), skipped=skipped, entries=self._entries(),
             evictions=int(getattr(self.store, "evictions", 0)), expirations=int(getattr(self.store, "expirations", 0)),
+            store_errors=counts.get("store_errors", 0),
         )  # fmt: skip
 
     def clear(self, scope: Optional[str] = None) -> None:
@@ -361,7 +421,8 @@ class SemanticCache:
         return None
 
     def __repr__(self) -> str:
-        return f"<SemanticCache threshold={self.threshold} match={self.match!r} entries={len(self.store)}>"
+        entries = self._entries()
+        return f"<SemanticCache threshold={self.threshold} match={self.match!r} entries={'?' if entries is None else entries}>"
 
 
 def _associated(partition: Partition) -> bytes:
