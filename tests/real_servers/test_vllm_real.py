@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import statistics
+import time
+from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import pytest
@@ -97,28 +101,124 @@ def test_repeated_prefix_is_cached_and_warm_ttft_is_below_cold(client: VLLM, vll
     assert res["ratio"] >= 1.8, res
 
 
-def test_tpot_is_close_to_the_servers_own(client: VLLM) -> None:
-    """TPOT through latencykit vs vLLM's request_time_per_output_token (histogram delta), 64 tokens, median of 3."""
-    # On 2 shared cores vLLM's API server sometimes flushes a whole answer at once (client TPOT
-    # ~0.3 ms vs the engine's 6 ms, both client measures agreeing); such a round is measured again,
-    # up to 3 rounds of 3 calls.
-    tries = []
-    for _ in range(3):
-        pairs, ratios = [], []
-        for _ in range(3):
-            before = client.metrics()
-            client.chat.completions.create(messages=HELLO, max_tokens=64, temperature=0.8, extra_body=IGNORE_EOS)
-            after = client.metrics()
-            rec = client.latency.last
-            server = MetricsWindow([before, after]).mean("tpot")
-            assert rec is not None and rec.tpot is not None and server is not None
-            ratios.append(rec.tpot / server)
-            pairs.append((round(rec.tpot * 1000, 3), round(server * 1000, 3), round(rec.extra["itl_per_token_mean"] * 1000, 3)))
-        tries.append(pairs)
-        if 0.6 <= statistics.median(ratios) <= 1.6:
+def _streamed_tpot(client: VLLM) -> tuple[float, float]:
+    """One 64-token stream: latencykit's TPOT, and the test's own from its clock at each token-bearing chunk
+    (content, or a grown completion count: ngram drafts put several tokens in a chunk) over the server's count."""
+    stamps: list[float] = []
+    generated = 0
+    for chunk in client.chat.completions.create(messages=HELLO, max_tokens=64, temperature=0.8, stream=True, extra_body=IGNORE_EOS):
+        now = time.perf_counter()
+        grown = chunk.usage is not None and chunk.usage.completion_tokens > generated
+        if grown:
+            generated = chunk.usage.completion_tokens
+        if grown or any(c.delta.content for c in chunk.choices):
+            stamps.append(now)
+    rec = client.latency.last
+    assert rec is not None and rec.tpot is not None and rec.output_tokens == generated == 64
+    return rec.tpot, (stamps[-1] - stamps[0]) / (generated - 1)
+
+
+def _cpu_list(text: str) -> set[int]:
+    """``0,2-3`` → {0, 2, 3} (the kernel's ``Cpus_allowed_list``)."""
+    cpus: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def _engine_threads(root: int) -> tuple[set[int], list[int]]:
+    """The CPUs vLLM's engine worker threads are bound to (``VLLM_CPU_OMP_THREADS_BIND``, auto: all but the CPU it
+    reserves for the API server), and the thread ids of its EngineCore process (unbound: it polls the worker),
+    read from /proc for the processes under ``root``."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        try:
+            parent[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, grown = {root}, True
+    while grown:
+        new = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= new
+        grown = bool(new)
+    bound: set[int] = set()
+    core: list[int] = []
+    for pid in tree:
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            tasks = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            if comm == "VLLM::EngineCor":
+                core += tasks
+            elif comm == "VLLM::Worker":
+                for task in tasks:
+                    for line in Path(f"/proc/{pid}/task/{task}/status").read_text().splitlines():
+                        if line.startswith("Cpus_allowed_list:"):
+                            bound |= _cpu_list(line.split(":", 1)[1])
+        except OSError:
+            continue
+    return bound, core
+
+
+@contextlib.contextmanager
+def _clear_of_the_engine(server: Server) -> Iterator[None]:
+    """This (client) process off the CPUs the engine worker is bound to, and vLLM's EngineCore beside its worker,
+    while the block runs. On 2 cores vLLM binds its worker to CPU 0 and leaves CPU 1 to its API server, but the
+    EngineCore process, which polls the worker, may run anywhere: on CPU 1 it starves the API server, which then
+    sends each whole answer at once (0.08 ms a token against the engine's 1.8, call after call: 2 of 4 runs of
+    this file here; none in 8 with both moved). Where nothing is bound or no CPU is left, nothing moves; all is
+    put back after."""
+    mine = os.sched_getaffinity(0)
+    bound, core = _engine_threads(server.proc.pid)
+    free = mine - bound
+    moved: dict[int, set[int]] = {}
+    if free and free != mine:
+        os.sched_setaffinity(0, free)
+        for tid in core:  # the EngineCore's polling threads beside the worker, off the API server's CPU
+            with contextlib.suppress(OSError):
+                moved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, bound)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+        for tid, cpus in moved.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cpus)
+
+
+def test_tpot_is_close_to_the_servers_own(client: VLLM, vllm_server: Server) -> None:
+    """TPOT through latencykit vs the client's own clock (always) and vs vLLM's request_time_per_output_token
+    (histogram delta), 64 tokens, median of the calls whose stream was not held back.
+
+    On 2 shared cores vLLM's API process is sometimes starved while the engine generates, and then sends a whole
+    answer at once: the client sees 64 tokens in ~10 ms (0.15 ms a token against the engine's ~1.7 ms). What a
+    client measures there is right, but says nothing of the server's figure. The client runs clear of the engine
+    worker's CPU (`_clear_of_the_engine`), and a call still held back is told by the test's own clock (under half
+    the server's TPOT: no client can receive tokens faster than the engine makes them unless they were held
+    back), not by latencykit's figure, which is checked against that clock every time."""
+    calls: list[tuple[float, float, float]] = []
+    kept: list[float] = []
+    with _clear_of_the_engine(vllm_server):
+        REPORT["vllm_tpot_client_cpus"] = sorted(os.sched_getaffinity(0))
+        _measure_tpot(client, calls, kept)
+    REPORT["vllm_tpot_ms_latencykit_vs_own_clock_vs_server"] = calls
+    assert len(kept) >= 3, f"the server held back every answer but {len(kept)} of {len(calls)}: {calls}"
+    assert 0.6 <= statistics.median(kept) <= 1.6, calls
+
+
+def _measure_tpot(client: VLLM, calls: list[tuple[float, float, float]], kept: list[float]) -> None:
+    for _ in range(12):
+        before = client.metrics()
+        tpot, own = _streamed_tpot(client)
+        server = MetricsWindow([before, client.metrics()]).mean("tpot")
+        assert server is not None
+        calls.append((round(tpot * 1000, 3), round(own * 1000, 3), round(server * 1000, 3)))
+        assert abs(tpot - own) <= 0.05 * own + 20e-6, calls  # the same window, by two clocks a few µs apart
+        if own >= 0.5 * server:
+            kept.append(tpot / server)
+        if len(kept) >= 3:
             break
-    REPORT["vllm_tpot_ms_latencykit_vs_server_vs_itl_per_token"] = tries
-    assert 0.6 <= statistics.median(ratios) <= 1.6, tries
 
 
 def test_speculative_decoding_tokens_per_step(client: VLLM) -> None:
