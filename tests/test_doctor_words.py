@@ -132,6 +132,15 @@ def test_times_and_shares_carry_units() -> None:
     assert figure("prefix_caching_enabled", False) == "off" and figure("main_miss_reason", "prefix_changed") == "the client changed the prefix"
 
 
+
+def test_kv_pressure_evidence_reads_as_a_sentence_part() -> None:
+    """The KV-pressure evidence names what one more sequence needs as a person would say it."""
+    from latencykit.engines._words import evidence_text
+
+    text = evidence_text({"kv_free": 0.0898, "kv_need_per_sequence": 0.0977}, "vllm")
+    assert text == "KV cache free: 8.98 %; KV cache needed for one more sequence: 9.77 %", text
+
+
 def test_rates_are_not_read_as_durations() -> None:
     """``*_per_s`` figures are rates, their labels say "per second": never "450 s", nor "500 ms" for half a token."""
     from latencykit.engines._words import figure, label

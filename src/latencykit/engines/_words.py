@@ -86,7 +86,7 @@ _LABELS = {
     "running": "running",
     "waiting": "waiting",
     "kv_free": "KV cache free",
-    "kv_need_per_sequence": "KV cache one more sequence needs",
+    "kv_need_per_sequence": "KV cache needed for one more sequence",
     "waiting_for_capacity_max": "most waiting for capacity",
     "swapped_max": "most swapped out",
     "kv_room_sequences_min": "least room in the KV cache (sequences)",
