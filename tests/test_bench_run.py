@@ -124,7 +124,8 @@ def test_errors_are_counted_by_kind_and_kept_out_of_latency() -> None:
     assert cell.outcomes() == {"error: APIConnectionError": 3}
     assert cell.sketches["ttft"].count == 0
     assert (cell.completed, cell.failed) == (0, 3)
-    assert cell.first_error is not None and cell.first_error.startswith("APIConnectionError: Connection error.; caused by ")
+    assert cell.first_error == ("APIConnectionError: nothing answers at host 127.0.0.1 port 9 (connection refused); is the "
+                                "server up, and is it its port?")  # where, in words: not "All connection attempts failed"
     assert sum(1 for s in cell.samples if s["message"]) == 1  # described once per kind, not per request
     old = BenchRun.from_dict(json.loads(json.dumps(run.to_dict()).replace('"message":', '"gone":')))
     assert old.cells[0].first_error == "APIConnectionError"  # a run file from before messages still reads
@@ -139,8 +140,9 @@ def test_bench_run_without_a_completed_request_exits_1_with_the_first_error(tmp_
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("latencykit bench: retry=off @ c=1 has no completed request (2 of 2 failed); first error: "
-                           "APIConnectionError: Connection error.; caused by "), line  # fmt: skip
+    assert line == ("latencykit bench: retry=off @ c=1 has no completed request (2 of 2 failed); first error: "
+                    "APIConnectionError: nothing answers at host 127.0.0.1 port 1 (connection refused); is the server up, "
+                    "and is it its port?"), line  # fmt: skip
     assert "first error: APIConnectionError" in proc.stdout and out.exists()  # the report says it too; the file is kept
 
 
@@ -183,6 +185,16 @@ def test_error_descriptions_leave_out_keys_and_prompt_text() -> None:
     assert "abcdef" not in text and "secret-key-42" not in text and "tok.en" not in text and "quarterly" not in text
     assert text == "RuntimeError: bad key *** / ***; *** input: '[prompt text]'; caused by ConnectionError: refused by peer", text
     assert describe_error(ConnectionError("refused\nby peer")) == "ConnectionError: refused by peer"
+    # a connection that failed at the socket is said in words, with where it went (and the rest as before)
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as inner:
+            raise RuntimeError("All connection attempts failed") from inner
+    except RuntimeError as exc:
+        assert describe_error(exc, url="http://gpu-box:8000/v1") == (
+            "RuntimeError: nothing answers at host gpu-box port 8000 (connection refused); is the server up, and is it its port?")
+        assert describe_error(exc) == "RuntimeError: All connection attempts failed; caused by ConnectionRefusedError: [Errno 111] Connection refused"
 
 
 def test_merge_of_three_files_equals_one_run_over_all_records(tmp_path: Path) -> None:

@@ -107,9 +107,17 @@ _ECHO = 24
 """A run of this many characters shared with the request's own text is prompt text echoed back."""
 
 
-def describe_error(exc: BaseException, api_key: str = "", texts: Sequence[str] = ()) -> str:
+def describe_error(exc: BaseException, api_key: str = "", texts: Sequence[str] = (), url: str = "") -> str:
     """One line: ``Type: message`` and up to two causes, at most 300 characters, with the API key,
-    key-like tokens and any echo of ``texts`` (the request's prompt) removed."""
+    key-like tokens and any echo of ``texts`` (the request's prompt) removed. Where the connection to
+    ``url`` failed (refused, no such host, timed out), ``Type: `` and what it met, in words, naming the
+    host and port ("All connection attempts failed" says neither)."""
+    if url:
+        from .._net_words import connection_words
+
+        words = connection_words(exc, url)
+        if words is not None:
+            return scrub(f"{type(exc).__name__}: {words}", api_key, texts)
     parts: list[str] = []
     e: Optional[BaseException] = exc
     while e is not None and len(parts) < 3:
@@ -147,10 +155,12 @@ def _texts(req: TrafficRequest) -> list[str]:
 
 
 class _FirstErrors:
-    """Describes the first error of each kind a sender meets (one description per kind, not per request)."""
+    """Describes the first error of each kind a sender meets (one description per kind, not per request);
+    ``url``: where the requests go, named when a connection to it fails."""
 
-    def __init__(self, api_key: str) -> None:
+    def __init__(self, api_key: str, url: str = "") -> None:
         self.api_key = api_key
+        self.url = url
         self.seen: set[str] = set()
 
     def note(self, obs: Observed, req: TrafficRequest, exc: Optional[BaseException], message: str = "") -> None:
@@ -158,7 +168,7 @@ class _FirstErrors:
             return
         self.seen.add(obs.error or "")
         texts = _texts(req)
-        obs.error_message = describe_error(exc, self.api_key, texts) if exc is not None else scrub(message, self.api_key, texts)
+        obs.error_message = describe_error(exc, self.api_key, texts, self.url) if exc is not None else scrub(message, self.api_key, texts)
 
 
 def _http_client(target: TargetSpec, http: str) -> dict[str, Any]:
@@ -183,7 +193,7 @@ class _LatencykitSender:
         if target.base_url:
             kw["base_url"] = target.base_url
         self.client: Any = AsyncOpenAI(**kw) if target.api == "openai" else AsyncAnthropic(**kw)
-        self.errors = _FirstErrors(target.api_key)
+        self.errors = _FirstErrors(target.api_key, str(self.client.base_url))
 
     async def send(self, req: TrafficRequest) -> Observed:
         t = self.target
@@ -266,7 +276,7 @@ class _SdkSender:
         if target.base_url:
             kw["base_url"] = target.base_url
         self.client: Any = openai.AsyncOpenAI(**kw) if target.api == "openai" else anthropic.AsyncAnthropic(**kw)
-        self.errors = _FirstErrors(target.api_key)
+        self.errors = _FirstErrors(target.api_key, str(self.client.base_url))
 
     async def send(self, req: TrafficRequest) -> Observed:
         t = self.target
@@ -381,7 +391,7 @@ class _ThinSender:
         else:
             self.url = (target.base_url or "https://api.anthropic.com") + "/v1/messages"
             self.headers = {"x-api-key": target.api_key, "anthropic-version": "2023-06-01"}
-        self.errors = _FirstErrors(target.api_key)
+        self.errors = _FirstErrors(target.api_key, self.url)
 
     async def send(self, req: TrafficRequest) -> Observed:
         import aiohttp
