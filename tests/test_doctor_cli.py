@@ -89,3 +89,63 @@ async def test_cli_and_async_api_agree(tmp_path: Path) -> None:
         same(parse(stdout.decode()), api)
         assert api.kinds == ("low_prefix_cache_hit_rate",)
         await client.close()
+
+
+def test_watch_goes_on_while_the_server_restarts_and_ends_on_ctrl_c() -> None:
+    """``doctor --watch``: a server that stops answering mid-watch (restarted, redeployed) is said once on stderr and
+    the watch goes on; its return is said too, and windows follow again. Ctrl-C ends it (130), nothing left."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from latencykit.emulator import Emulator, VLLMConfig
+
+    first = Emulator(vllm=VLLMConfig()).start()
+    port = int(first.base_url.rsplit(":", 1)[1])
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "latencykit", "doctor", "--url", url, "--watch", "--json",
+                             "--duration", "0.2", "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    out: list[str] = []
+    err: list[str] = []
+    readers = [threading.Thread(target=lambda f=f, into=into: into.extend(f), daemon=True)
+               for f, into in ((proc.stdout, out), (proc.stderr, err))]  # fmt: skip
+    for r in readers:
+        r.start()
+
+    def wait_for(cond: Any, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not cond():
+            assert proc.poll() is None and time.monotonic() < deadline, f"{what}: {err}"
+            time.sleep(0.05)
+
+    second = None
+    try:
+        wait_for(lambda: len(out) >= 2, "two windows")
+        first.stop()
+        wait_for(lambda: len(err) >= 1, "the outage said")
+        windows = len(out)
+        second = Emulator(vllm=VLLMConfig(), port=port).start()
+        wait_for(lambda: len(err) >= 2 and len(out) >= windows + 2, "the return said, windows again")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        first.stop()
+        if second is not None:
+            second.stop()
+    for r in readers:
+        r.join(5)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    assert err[0].rstrip("\n") == (f"latencykit: cannot scrape {url}/metrics: nothing answers at host 127.0.0.1 port {port} "
+                                   "(connection refused); is the server up, and is it its port? (still watching; Ctrl-C to stop)")  # fmt: skip
+    assert err[1].rstrip("\n") == f"latencykit: {url}/metrics answers again"
+    assert err[2:] == ["latencykit: interrupted\n"] or all("interrupted" in line for line in err[2:]), err
+    assert all(json.loads(line)["url"] == url for line in out)  # stdout: diagnoses only

@@ -180,24 +180,52 @@ def _why(exc: OSError, page: str) -> str:
 
 
 def _watch(doc: Doctor, args: argparse.Namespace, emulated: bool = False) -> int:
+    """Scrape and re-diagnose until Ctrl-C. A server that cannot be scraped at the start ends it (exit 1); one
+    that stops answering later (restarted, redeployed) is said once on stderr, and the watch goes on until it
+    answers again: a watch is for the moments a server misbehaves."""
     live: Any = None
     if not args.json:
         try:
             from rich.live import Live as live
         except ImportError:
             pass
+    page = metrics_url(args.url)
+    outage = _Outage(page)
+    doc.scrape()
     if live is None:  # JSON (one line per window) or plain text
         while True:
-            doc.scrape()
-            diagnosis = doc.diagnose()
             if args.json:
-                _print(diagnosis, args.url, as_json=True, emulated=emulated)
+                _print(doc.diagnose(), args.url, as_json=True, emulated=emulated)
             else:
-                print(diagnosis, flush=True)
-            time.sleep(args.interval)
-    doc.scrape()
+                print(doc.diagnose(), flush=True)
+            while True:
+                time.sleep(args.interval)
+                if outage.scraped(doc):
+                    break
     with live(render(doc.diagnose(), args.url, emulated), refresh_per_second=4) as display:
         while True:
             time.sleep(args.interval)
+            if outage.scraped(doc):
+                display.update(render(doc.diagnose(), args.url, emulated))
+
+
+class _Outage:
+    """A watch's scrapes after the first: a failure is said once, on stderr, until the server answers again."""
+
+    def __init__(self, page: str) -> None:
+        self.page = page
+        self.down = False
+
+    def scraped(self, doc: Doctor) -> bool:
+        try:
             doc.scrape()
-            display.update(render(doc.diagnose(), args.url, emulated))
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            if not self.down:
+                self.down = True
+                why = _why(exc, self.page) if isinstance(exc, OSError) else f"not a metrics page ({exc})"
+                print(f"latencykit: cannot scrape {self.page}: {why} (still watching; Ctrl-C to stop)", file=sys.stderr, flush=True)
+            return False
+        if self.down:
+            self.down = False
+            print(f"latencykit: {self.page} answers again", file=sys.stderr, flush=True)
+        return True
