@@ -270,3 +270,14 @@ def test_a_base_url_that_is_no_server_url_is_refused_before_anything_is_sent(url
             resolve_target(kind, base_url=url, model="m")
         assert str(err.value) == f"--base-url {url!r}: {problem} (e.g. http://127.0.0.1:8000)"
     assert resolve_target("vllm", base_url="http://user:pw@gpu-box/", model="m").base_url == "http://user:pw@gpu-box/v1"
+
+
+def test_a_password_in_the_base_url_stays_out_of_the_run_file() -> None:
+    """A server behind basic auth is given as ``http://user:password@host``: the run file (shared, compared, kept
+    in CI) and the error lines carry ``user:***``."""
+    run = run_bench(BenchConfig(target="openai-compatible", base_url="http://alice:s3cret@127.0.0.1:9", model="m",
+                                requests=2, concurrency=(1,), matrix=({"retry": "off"},)))  # fmt: skip
+    text = json.dumps(run.to_dict())
+    assert "s3cret" not in text
+    assert run.config["base_url"] == "http://alice:***@127.0.0.1:9"
+    assert run.config["target"]["base_url"] == "http://alice:***@127.0.0.1:9/v1"

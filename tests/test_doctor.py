@@ -426,3 +426,26 @@ def test_a_url_that_is_no_server_url_is_refused_before_any_scrape(url: str, deta
         main(["doctor", "--url", url, "--duration", "0"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"latencykit doctor: error: argument --url: {message}"
+
+
+def test_a_metrics_endpoint_behind_basic_auth_is_scraped_and_its_password_never_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``http://user:password@host/`` is sent as HTTP basic auth, as Prometheus allows (urllib would take the
+    credentials for part of the host name); the password appears in no line the doctor prints."""
+    import json
+
+    from latencykit.cli import main
+    from test_metrics_reader import text
+
+    page = text("real-vllm-cpu-metrics.txt").encode()
+    with answering(200, "text/plain; version=0.0.4", page, basic_auth=("alice", "s3cr:et")) as root:
+        host = root.removeprefix("http://")
+        assert lkv.fetch_metrics(f"http://alice:s3cr%3Aet@{host}").server == "vllm"
+        assert main(["doctor", "--url", f"http://alice:s3cr%3Aet@{host}/v1", "--duration", "0", "--json"]) == 0
+        out = capsys.readouterr().out
+        assert json.loads(out)["url"] == f"http://alice:***@{host}" and "s3cr" not in out
+        with pytest.raises(SystemExit):
+            main(["doctor", "--url", f"http://alice:wrong@{host}", "--duration", "0"])
+    err = capsys.readouterr().err
+    assert err == f"latencykit: cannot scrape http://alice:***@{host}/metrics: HTTP 401 Unauthorized\n"  # the body repeats it

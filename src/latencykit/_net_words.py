@@ -3,12 +3,14 @@ answer in time) without errno numbers, and the message a server put in an error 
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import urllib.parse
-from typing import Optional
+import urllib.request
+from typing import Any, Optional
 
-__all__ = ["address_of", "body_message", "connection_words", "http_url_problem"]
+__all__ = ["address_of", "body_message", "connection_words", "http_url_problem", "open_url", "redacted_url"]
 
 
 def address_of(url: str) -> tuple[str, int]:
@@ -35,6 +37,32 @@ def http_url_problem(url: object) -> Optional[str]:
     if port_text and (not port_text.isdigit() or not 1 <= int(port_text) <= 65535):
         return f"port {port_text} is not a TCP port (1 to 65535)"
     return None
+
+
+def redacted_url(url: Optional[str]) -> Optional[str]:
+    """``url`` with the password of its user part as ``***`` (``http://alice:***@proxy:8000/v1``), for run files,
+    reports and error lines: a server behind basic auth is given as such a URL, and a password must not travel
+    with what is shared."""
+    if not url or "@" not in url:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    userinfo, _, host = parts.netloc.rpartition("@")
+    if ":" not in userinfo:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{host}"))
+
+
+def open_url(url: str, timeout: float) -> Any:
+    """``urllib.request.urlopen(url)``, with a ``user:password@`` in the URL sent as HTTP basic auth (urllib would
+    take it for part of the host name): how a metrics endpoint behind basic auth is given, as Prometheus allows."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 - the caller's server
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=host)), headers={"Authorization": f"Basic {token}"})
+    return urllib.request.urlopen(request, timeout=timeout)  # noqa: S310 - the caller's server
 
 
 def _socket_error(exc: BaseException) -> Optional[BaseException]:

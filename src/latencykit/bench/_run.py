@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, replace
 from typing import Any, Callable, Optional, Sequence
 
+from .._net_words import redacted_url
 from ._cell import BenchRun, Cell
 from ._config import LEVERS, BenchConfig, build_requests, parse_matrix, resolve_levers
 from ._diagnose import diagnose
@@ -123,8 +124,8 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
 
         requests, fitted = fit_prompts(requests, target.base_url, target.model, config.seed)
         if fitted is None and config.tokenizer == "server":
-            raise ValueError(f"--tokenizer server: {target.base_url} has no /tokenize to count the synthesized prompts with")
-    run_config = {**config.to_dict(), "target": target.describe(), "levels": [lv.describe() for lv in levels],
+            raise ValueError(f"--tokenizer server: {redacted_url(target.base_url)} has no /tokenize to count the synthesized prompts with")
+    run_config = {**config.to_dict(), "base_url": redacted_url(config.base_url), "target": target.describe(), "levels": [lv.describe() for lv in levels],
                   "request_count": len(requests)}  # fmt: skip
     if config.traffic == "replay":
         run_config["prompt_lengths"] = fitted or {"tokenizer": "estimate: 4 characters per token + 7 framing tokens"}
@@ -314,7 +315,7 @@ def _first_model(target: TargetSpec) -> Optional[str]:
         return next((m.id for m in models), None)
     except Exception as exc:
         why = _why_not(exc, str(target.base_url), target.api_key)
-        raise ValueError(f"no --model given and {target.base_url}/models could not be read: {why}") from None
+        raise ValueError(f"no --model given and {redacted_url(target.base_url)}/models could not be read: {why}") from None
     finally:
         client.close()
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from .._net_words import http_url_problem
+from .._net_words import http_url_problem, redacted_url
 from ._traffic import TrafficRequest
 
 __all__ = ["TARGETS", "Observed", "TargetSpec", "anthropic_body", "is_emulator", "openai_body", "resolve_target"]
@@ -50,8 +50,8 @@ class TargetSpec:
         return self.kind == "emulator" or self.emulator_behind
 
     def describe(self) -> dict[str, Any]:
-        """JSON-friendly description, without the API key."""
-        return {"kind": self.kind, "api": self.api, "base_url": self.base_url, "model": self.model,
+        """JSON-friendly description, without the API key or a password in the URL."""
+        return {"kind": self.kind, "api": self.api, "base_url": redacted_url(self.base_url), "model": self.model,
                 "per_chunk_usage": self.per_chunk_usage, "exact_output": self.exact_output, "emulated": self.emulated}  # fmt: skip
 
 

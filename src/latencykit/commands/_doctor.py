@@ -20,7 +20,7 @@ import time
 import urllib.error
 from typing import Any
 
-from .._net_words import connection_words
+from .._net_words import connection_words, open_url, redacted_url
 from ..telemetry._recorder import Recorder
 from ..engines._doctor import Doctor, doctor, metrics_url, server_root
 from ..engines._findings import Diagnosis
@@ -87,10 +87,8 @@ def add_doctor(sub: Any) -> None:
 
 def is_emulated(url: str, timeout: float = 2.0) -> bool:
     """Whether ``url`` is latencykit's emulator (its vLLM mode emulates the metrics): it answers ``/_emulator/lateness``."""
-    import urllib.request
-
     try:
-        with urllib.request.urlopen(f"{server_root(url)}/_emulator/lateness", timeout=timeout) as resp:
+        with open_url(f"{server_root(url)}/_emulator/lateness", timeout) as resp:
             return resp.status == 200 and "lateness" in json.loads(resp.read())
     except Exception:
         return False
@@ -125,17 +123,17 @@ def render(diagnosis: Diagnosis, url: str, emulated: bool = False) -> Any:
         panels.append(Panel(f"{escape(f.title)}\n[dim]{evidence}[/dim]\n\n{escape(f.advice)}", title=KIND_WORDS.get(f.kind, f.kind),
                             border_style=style))  # fmt: skip
     tag = " — EMULATED" if emulated else ""
-    return Group(Panel(head, title=f"latencykit doctor — {url}{tag}"), *panels)
+    return Group(Panel(head, title=f"latencykit doctor — {redacted_url(url)}{tag}"), *panels)
 
 
 def _print(diagnosis: Diagnosis, url: str, as_json: bool = False, emulated: bool = False) -> None:
     if as_json:
-        print(json.dumps({"url": url, "emulated": emulated, **diagnosis.to_dict()}, default=str), flush=True)
+        print(json.dumps({"url": redacted_url(url), "emulated": emulated, **diagnosis.to_dict()}, default=str), flush=True)
         return
     try:
         from rich.console import Console
     except ImportError:
-        print(f"latencykit doctor — {url}{' — EMULATED' if emulated else ''}\n{diagnosis}", flush=True)
+        print(f"latencykit doctor — {redacted_url(url)}{' — EMULATED' if emulated else ''}\n{diagnosis}", flush=True)
         return
     Console().print(render(diagnosis, url, emulated))
 
@@ -143,7 +141,7 @@ def _print(diagnosis: Diagnosis, url: str, as_json: bool = False, emulated: bool
 def run_doctor(args: argparse.Namespace) -> int:
     """Run ``latencykit doctor``; returns the exit status (1 when the server cannot be scraped or
     the records cannot be read)."""
-    page = metrics_url(args.url)
+    page = str(redacted_url(metrics_url(args.url)))  # for the lines printed: no password from the URL
     try:
         records = Recorder.from_jsonl(args.records).calls if args.records else ()
     except (OSError, ValueError) as exc:
@@ -189,7 +187,7 @@ def _watch(doc: Doctor, args: argparse.Namespace, emulated: bool = False) -> int
             from rich.live import Live as live
         except ImportError:
             pass
-    page = metrics_url(args.url)
+    page = str(redacted_url(metrics_url(args.url)))  # for the lines printed: no password from the URL
     outage = _Outage(page)
     doc.scrape()
     if live is None:  # JSON (one line per window) or plain text

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from functools import cached_property
 from typing import Any, Callable, Optional, cast
 
 from openai.resources.chat import AsyncChat, AsyncCompletions, Chat, Completions
 
+from .._net_words import open_url
 from ..core._timing import CallTimer
 from ..providers._calls import given, raw_response_requested
 from ..providers._tap import Tap
@@ -148,7 +148,7 @@ class _SelfHosted:
 
     def slots(self, timeout: float = 5.0) -> Any:
         """llama-server's ``GET /slots`` (per-slot state) as parsed JSON."""
-        with urllib.request.urlopen(self.server_url + "/slots", timeout=timeout) as resp:  # noqa: S310
+        with open_url(self.server_url + "/slots", timeout) as resp:
             return json.loads(resp.read())
 
 

@@ -31,11 +31,10 @@ import json
 import threading
 import time
 import urllib.error
-import urllib.request
 from collections import deque
 from typing import Callable, Iterator, Optional, Sequence, Union
 
-from .._net_words import body_message, http_url_problem
+from .._net_words import body_message, http_url_problem, open_url, redacted_url
 from ..core._record import CallRecord
 from ..telemetry._recorder import Recorder
 from ._findings import Diagnosis, Thresholds, diagnose
@@ -75,10 +74,10 @@ def fetch_metrics(url: str, timeout: float = 5.0) -> Scrape:
     status's name."""
     page = metrics_url(url)
     try:
-        with urllib.request.urlopen(page, timeout=timeout) as resp:  # noqa: S310 - the caller's server
+        with open_url(page, timeout) as resp:
             body = resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
-        raise _explained(exc, page) from None
+        raise _explained(exc, str(redacted_url(page))) from None
     if body.lstrip()[:1] in ("[", "{"):
         # trtllm-serve answers /metrics with JSON iteration stats; its Prometheus page is elsewhere.
         raise ValueError(
@@ -114,7 +113,7 @@ def fetch_slots(url: str, timeout: float = 5.0) -> Optional[int]:
     """How many slots llama-server at ``url`` has (``GET /slots``); ``None`` if it does not say
     (``--no-slots``, not llama.cpp, unreachable)."""
     try:
-        with urllib.request.urlopen(server_root(url) + "/slots", timeout=timeout) as resp:  # noqa: S310
+        with open_url(server_root(url) + "/slots", timeout) as resp:
             slots = json.loads(resp.read())
     except (OSError, ValueError):
         return None
