@@ -1,5 +1,9 @@
-"""What a failed request met, in words for one CLI line: the connection (nothing listening, no such host, no
-answer in time) without errno numbers, and the message a server put in an error body."""
+"""Server URLs as the doctor and the bench take them, and what a failed request met, in words for one CLI line.
+
+`http_url_problem` checks a URL before anything connects; `open_url` sends a URL's ``user:password@`` as HTTP basic
+auth; `redacted_url` shows it as ``user:***`` wherever a URL is printed or written; `connection_words` says what a
+connection met (nothing listening, no such host, no answer in time) without errno numbers; `body_message` reads the
+message a server put in an error body."""
 
 from __future__ import annotations
 
