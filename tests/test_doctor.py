@@ -242,7 +242,7 @@ def test_cli_doctor_prints_findings(vllm_emu: Emulator, capsys: pytest.CaptureFi
 def test_cli_doctor_says_in_words_what_the_connection_met() -> None:
     """No errno numbers: a host that does not resolve (urllib's error as it raises it: no lookup here, tests
     stay on loopback), and a port that accepts but never answers."""
-    from latencykit.commands._doctor import _why
+    from latencykit._net_words import failure_words as _why
 
     unknown = urllib.error.URLError(socket.gaierror(-2, "Name or service not known"))
     assert _why(unknown, "http://no-such-host.invalid:8000/metrics") == "host 'no-such-host.invalid' not found (Name or service not known)"

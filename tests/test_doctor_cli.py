@@ -103,27 +103,29 @@ def test_watch_goes_on_while_the_server_restarts_and_ends_on_ctrl_c() -> None:
 
     from latencykit.emulator import Emulator, VLLMConfig
 
-    first = Emulator(vllm=VLLMConfig()).start()
-    port = int(first.base_url.rsplit(":", 1)[1])
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "latencykit", "doctor", "--url", url, "--watch", "--json",
-                             "--duration", "0.2", "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
     out: list[str] = []
     err: list[str] = []
-    readers = [threading.Thread(target=lambda f=f, into=into: into.extend(f), daemon=True)
-               for f, into in ((proc.stdout, out), (proc.stderr, err))]  # fmt: skip
-    for r in readers:
-        r.start()
-
-    def wait_for(cond: Any, what: str) -> None:
-        deadline = time.monotonic() + 30
-        while not cond():
-            assert proc.poll() is None and time.monotonic() < deadline, f"{what}: {err}"
-            time.sleep(0.05)
-
+    readers: list[threading.Thread] = []
+    proc: Any = None
     second = None
+    first = Emulator(vllm=VLLMConfig()).start()
     try:
+        port = int(first.base_url.rsplit(":", 1)[1])
+        url = f"http://127.0.0.1:{port}"
+        proc = subprocess.Popen([sys.executable, "-m", "latencykit", "doctor", "--url", url, "--watch", "--json",
+                                 "--duration", "0.2", "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        readers += [threading.Thread(target=lambda f=f, into=into: into.extend(f), daemon=True)
+                    for f, into in ((proc.stdout, out), (proc.stderr, err))]  # fmt: skip
+        for r in readers:
+            r.start()
+
+        def wait_for(cond: Any, what: str) -> None:
+            deadline = time.monotonic() + 30
+            while not cond():
+                assert proc.poll() is None and time.monotonic() < deadline, f"{what}: {err}"
+                time.sleep(0.05)
+
         wait_for(lambda: len(out) >= 2, "two windows")
         first.stop()
         wait_for(lambda: len(err) >= 1, "the outage said")
@@ -133,17 +135,18 @@ def test_watch_goes_on_while_the_server_restarts_and_ends_on_ctrl_c() -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:  # a failed step: the watch is killed by its PID
             proc.kill()
             proc.wait(10)
         first.stop()
         if second is not None:
             second.stop()
-    for r in readers:
-        r.join(5)
-    for pipe in (proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
+        for r in readers:
+            r.join(5)
+        if proc is not None:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
     assert err[0].rstrip("\n") == (f"latencykit: cannot scrape {url}/metrics: nothing answers at host 127.0.0.1 port {port} "
                                    "(connection refused); is the server up, and is it its port? (still watching; Ctrl-C to stop)")  # fmt: skip
     assert err[1].rstrip("\n") == f"latencykit: {url}/metrics answers again"

@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Optional
 
-__all__ = ["address_of", "body_message", "connection_words", "http_url_problem", "open_url", "redacted_url"]
+__all__ = ["address_of", "body_message", "connection_words", "failure_words", "http_url_problem", "open_url", "redacted_url"]
 
 
 def address_of(url: str) -> tuple[str, int]:
@@ -97,6 +98,25 @@ def connection_words(exc: BaseException, url: str) -> Optional[str]:
     if isinstance(found, socket.gaierror):
         return f"host {host!r} not found ({found.strerror or found})"
     return f"host {host} port {port} gave no answer in time (timed out)"
+
+
+def failure_words(exc: BaseException, url: str) -> str:
+    """Why a request to ``url`` failed, in words for one line: the HTTP status and what the server said (urllib's
+    ``HTTPError``, whose message `fetch_metrics` fills from the body; an SDK's status error, its body read here),
+    else what the connection met (`connection_words`), else the error's own text without errno numbers."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    status, response = getattr(exc, "status_code", None), getattr(exc, "response", None)
+    if isinstance(status, int) and response is not None:
+        said = body_message(bytes(getattr(response, "content", b"") or b"")[:4096])
+        return f"HTTP {status}" + (f": {said}" if said else "")
+    words = connection_words(exc, url)
+    if words is not None:
+        return words
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
 
 
 def body_message(body: bytes) -> Optional[str]:

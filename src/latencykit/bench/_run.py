@@ -289,23 +289,6 @@ def _detected(path: str) -> Optional[str]:
         return next((detect_format(line) for line in f if line.strip()), None)
 
 
-def _why_not(exc: Exception, url: str, api_key: str) -> str:
-    """An SDK error in words: what the connection met, or the HTTP status and what the server said (without
-    the API key, which a 401's body may quote)."""
-    from .._net_words import body_message, connection_words
-    from ._clients import scrub
-
-    words = connection_words(exc, url)
-    if words is not None:
-        return words
-    status = getattr(exc, "status_code", None)
-    response = getattr(exc, "response", None)
-    if isinstance(status, int) and response is not None:
-        said = body_message(response.content[:4096])
-        return scrub(f"HTTP {status}" + (f": {said}" if said else ""), api_key)
-    return scrub(str(exc), api_key)
-
-
 def _first_model(target: TargetSpec) -> Optional[str]:
     import openai
 
@@ -314,7 +297,10 @@ def _first_model(target: TargetSpec) -> Optional[str]:
         models = client.models.list()
         return next((m.id for m in models), None)
     except Exception as exc:
-        why = _why_not(exc, str(target.base_url), target.api_key)
+        from .._net_words import failure_words
+        from ._clients import scrub
+
+        why = scrub(failure_words(exc, str(target.base_url)), target.api_key)  # a 401's body may quote the key
         raise ValueError(f"no --model given and {redacted_url(target.base_url)}/models could not be read: {why}") from None
     finally:
         client.close()

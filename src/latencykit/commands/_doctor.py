@@ -20,7 +20,7 @@ import time
 import urllib.error
 from typing import Any
 
-from .._net_words import connection_words, open_url, redacted_url
+from .._net_words import failure_words, open_url, redacted_url
 from ..telemetry._recorder import Recorder
 from ..engines._doctor import Doctor, doctor, metrics_url, server_root
 from ..engines._findings import Diagnosis
@@ -154,30 +154,16 @@ def run_doctor(args: argparse.Namespace) -> int:
             _print(found, args.url, args.json, emulated)
             return 0
         window = max(args.duration, args.interval) + args.interval
-        return _watch(Doctor(args.url, records=records, model=args.model, window=window), args, emulated)
+        return _watch(Doctor(args.url, records=records, model=args.model, window=window), args, page, emulated)
     except (urllib.error.URLError, OSError) as exc:
-        print(f"latencykit: cannot scrape {page}: {_why(exc, page)}", file=sys.stderr, flush=True)
+        print(f"latencykit: cannot scrape {page}: {failure_words(exc, page)}", file=sys.stderr, flush=True)
         return 1
     except ValueError as exc:  # not a Prometheus page
         print(f"latencykit: {page} is not a metrics page: {exc}", file=sys.stderr, flush=True)
         return 1
 
 
-def _why(exc: OSError, page: str) -> str:
-    """Why ``page`` could not be scraped, in words: the server's status and what it said (`fetch_metrics`), or
-    what the connection met (nothing listening, no such host, no answer in time) without errno numbers."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code} {exc.reason}"
-    words = connection_words(exc, page)
-    if words is not None:
-        return words
-    reason = getattr(exc, "reason", exc)
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror
-    return str(reason)
-
-
-def _watch(doc: Doctor, args: argparse.Namespace, emulated: bool = False) -> int:
+def _watch(doc: Doctor, args: argparse.Namespace, page: str, emulated: bool = False) -> int:
     """Scrape and re-diagnose until Ctrl-C. A server that cannot be scraped at the start ends it (exit 1); one
     that stops answering later (restarted, redeployed) is said once on stderr, and the watch goes on until it
     answers again: a watch is for the moments a server misbehaves."""
@@ -187,7 +173,6 @@ def _watch(doc: Doctor, args: argparse.Namespace, emulated: bool = False) -> int
             from rich.live import Live as live
         except ImportError:
             pass
-    page = str(redacted_url(metrics_url(args.url)))  # for the lines printed: no password from the URL
     outage = _Outage(page)
     doc.scrape()
     if live is None:  # JSON (one line per window) or plain text
@@ -220,7 +205,7 @@ class _Outage:
         except (urllib.error.URLError, OSError, ValueError) as exc:
             if not self.down:
                 self.down = True
-                why = _why(exc, self.page) if isinstance(exc, OSError) else f"not a metrics page ({exc})"
+                why = failure_words(exc, self.page) if isinstance(exc, OSError) else f"not a metrics page ({exc})"
                 print(f"latencykit: cannot scrape {self.page}: {why} (still watching; Ctrl-C to stop)", file=sys.stderr, flush=True)
             return False
         if self.down:
