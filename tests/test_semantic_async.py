@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -16,7 +17,7 @@ from openai.types.responses import Response
 
 import latencykit as lk
 from latencykit.emulator import Emulator
-from latencykit.semantic import HEADER, HashedEmbedder, SemanticCache, semantic_cacheable
+from latencykit.semantic import HEADER, HashedEmbedder, MemoryStore, SemanticCache, semantic_cacheable
 
 from test_semantic_sync import ASK, CANARIES, LEXICAL, LONG, REWORDED, SYSTEM, T1, T2, ant_req, chat_req, holds, resp_req
 
@@ -206,4 +207,64 @@ async def test_saved_cache_holds_no_canary_when_encrypted(emu: Emulator, tmp_pat
     await again.responses.create(**resp_req(question, instructions=f"{SYSTEM} Internal note {CANARIES['instructions']}."), extra_headers=mark)
     assert again.latency.last is not None and again.latency.last.semantic_hit is True
     for client in (oai, ant, again):
+        await client.close()
+
+
+class GatedStore(MemoryStore):
+    """A `MemoryStore` whose ``search`` / ``add`` wait (as on a slow Redis or PostgreSQL) until
+    ``release`` is set — by the event loop, once another call has got through — or 5 s pass."""
+
+    def __init__(self, dim: int, gate: str) -> None:
+        super().__init__(dim)
+        self.gate = gate
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.waited_out = False
+
+    def _wait(self, op: str) -> None:
+        if op == self.gate:
+            self.entered.set()
+            self.waited_out = not self.release.wait(5.0)
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        self._wait("search")
+        return super().search(*args, **kwargs)
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        self._wait("add")
+        super().add(*args, **kwargs)
+
+
+async def _until(event: threading.Event) -> None:
+    for _ in range(500):
+        if event.is_set():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the store was never called")
+
+
+@pytest.mark.parametrize("gate", ["search", "add"])
+async def test_a_slow_store_does_not_hold_the_event_loop(emu: Emulator, gate: str) -> None:
+    """While the store is busy with one marked call's lookup (or with storing its answer), the
+    other calls on the loop go on: the store runs in a worker thread. Before, the store call ran
+    on the loop, so nothing else could run until it returned (here: until it gave up, 5 s)."""
+    store = GatedStore(HashedEmbedder().dim, gate)
+    client = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=SemanticCache(store=store))
+    try:
+        async def marked() -> str:
+            stream = await client.chat.completions.create(**chat_req(), stream=True, extra_headers=T1)
+            return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+        task = asyncio.ensure_future(marked())
+        await _until(store.entered)
+        other = await client.chat.completions.create(**chat_req("Something else entirely?"))  # not marked: no store
+        assert other.choices[0].message.content
+        assert not task.done()  # it was still waiting on the store
+        store.release.set()
+        assert await task
+        assert not store.waited_out
+        assert [r.semantic_hit for r in client.latency.calls] == [None, False]  # the other call, then the marked miss
+        assert len(store) == 1  # and its answer was stored
+    finally:
+        store.release.set()
         await client.close()

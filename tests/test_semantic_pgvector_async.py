@@ -115,3 +115,29 @@ async def test_async_odd_scopes_are_stored_safely(store: PgVectorStore) -> None:
     from _odd_scopes import acheck_scopes
 
     await acheck_scopes(store.aadd, store.asearch, store.aclear, store.acount, DIM)
+
+
+async def test_a_locked_table_does_not_hold_an_async_clients_event_loop(pg: PgServer, emu: Emulator) -> None:
+    """The store's table locked by another session (a migration, a long transaction): a marked
+    call's lookup waits on PostgreSQL while another call on the same event loop completes. Before,
+    the lookup ran on the loop and held every call until the store's statement timeout."""
+    import psycopg
+
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    with PgVectorStore(pg.dsn, 384, table=table, timeout=3.0) as store:
+        client = lk.AsyncAnthropic(base_url=emu.base_url, api_key="k", max_retries=0, semantic=SemanticCache(store=store))
+        req: dict[str, Any] = {"model": "claude-sonnet-5", "max_tokens": 16, "messages": [{"role": "user", "content": QUESTION}]}
+        try:
+            await client.messages.create(**req, extra_headers=semantic_cacheable("t"))  # the table exists, one entry
+            with psycopg.connect(pg.dsn) as locker:
+                locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")  # held until the rollback below
+                marked = asyncio.ensure_future(client.messages.create(**req, extra_headers=semantic_cacheable("t")))
+                await asyncio.sleep(0)  # the marked call goes first, to its lookup
+                other = await client.messages.create(**{**req, "messages": [{"role": "user", "content": "Another question"}]})
+                assert other.content
+                assert not marked.done()  # still waiting on the lock
+                locker.rollback()
+            assert type(await marked) is Message
+            assert client.latency.last is not None and client.latency.last.semantic_hit is True
+        finally:
+            await client.close()

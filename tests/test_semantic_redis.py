@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -205,3 +206,28 @@ def test_a_dead_server_pauses_the_cache(emu: Emulator) -> None:
         client.close()
         store.redis.close()
     assert (stats.store_errors, stats.skipped["store_unavailable"], stats.entries) == (1, 2, None)
+
+
+async def test_a_paused_redis_does_not_hold_an_async_clients_event_loop(emu: Emulator, redis_client: Any) -> None:
+    """A real Redis that answers slowly (``CLIENT PAUSE``: every command waits 2 s) under an async
+    client: another call on the same event loop completes while a marked call's lookup waits on
+    Redis. Before, the lookup ran on the loop and held every call for the whole pause."""
+    store = RedisStore(redis_client, 384, prefix="lk-paused:")
+    store.clear()
+    client = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=SemanticCache(store=store))
+    ask = {"model": "gpt-4o-mini", "max_tokens": 16, "messages": [{"role": "user", "content": "What is the return policy?"}]}
+    try:
+        await client.chat.completions.create(**ask)  # connections open, nothing marked
+        redis_client.client_pause(2000, all=True)
+        paused_at = time.monotonic()
+        marked = asyncio.ensure_future(client.chat.completions.create(**ask, extra_headers=semantic_cacheable("t")))
+        await asyncio.sleep(0)  # the marked call goes first, to its lookup
+        other = await client.chat.completions.create(**{**ask, "messages": [{"role": "user", "content": "Another question"}]})
+        waited = time.monotonic() - paused_at
+        assert other.choices[0].message.content
+        assert not marked.done() and waited < 1.5, f"the other call took {waited:.2f} s, inside a 2 s pause of Redis"
+        assert (await marked).choices[0].message.content  # and the marked one ends when Redis answers
+        assert client.latency.last is not None and client.latency.last.semantic_hit is False
+    finally:
+        await client.close()
+        store.clear()

@@ -117,7 +117,7 @@ def _client(client: Any) -> Any:
         raise TypeError(f"RedisStore takes a redis.Redis client or a redis:// URL, got {type(client).__name__}")
     if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
         raise TypeError("RedisStore needs a synchronous redis.Redis client, not redis.asyncio's: the semantic cache "
-                        "calls its store synchronously, from async clients too")  # fmt: skip
+                        "calls its store synchronously (in a worker thread for async clients)")  # fmt: skip
     return client
 
 

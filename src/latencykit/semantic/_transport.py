@@ -20,14 +20,16 @@ cache is logged and the request goes to the provider unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, Protocol
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Optional, Protocol
 
 import httpx2
 
 from ..core._hooks import current_record
+from ._embedders import HashedEmbedder, normalize_rows
 from ._request import Pending
-from ._store import StoreHit
+from ._store import MemoryStore, StoreHit
 from ._options import HEADER
 
 __all__ = ["SemanticTransport", "AsyncSemanticTransport", "semantic_client"]
@@ -35,6 +37,9 @@ __all__ = ["SemanticTransport", "AsyncSemanticTransport", "semantic_client"]
 logger = logging.getLogger("latencykit")
 
 _TWIN_ATTR = "_lk_semantic_twin"
+INLINE_EMBED_CHARS = 2048
+"""An async client's `HashedEmbedder` embeds a question up to this long on the event loop (~0.8 ms),
+a longer one in a worker thread (20 000 characters take ~8 ms)."""
 _DROPPED_RESPONSE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
@@ -42,6 +47,7 @@ class _Policy(Protocol):
     """What the transport asks of the cache (`SemanticCache`, which hands it out in ``client_for``)."""
 
     embedder: Any
+    store: Any
     max_answer_bytes: int
 
     def plan(self, path: str, body: bytes, mark: Optional[str]) -> Optional[Pending]: ...
@@ -77,13 +83,15 @@ class _Shared:
             return None
 
     def _embedding_of(self, text: str) -> Any:
-        from ._embedders import normalize_rows
-
         return normalize_rows(self.embedder([text]))[0]
 
-    def _after_lookup(self, pending: Pending, request: httpx2.Request) -> Optional[httpx2.Response]:
-        """The replayed response on a hit (and the record marked either way)."""
-        hit = self.cache.lookup(pending)
+    def _embed_and_look_up(self, pending: Pending) -> Optional[StoreHit]:
+        if pending.vector is None:
+            pending.vector = self._embedding_of(pending.query.text)
+        return self.cache.lookup(pending)
+
+    def _answer(self, hit: Optional[StoreHit], request: httpx2.Request) -> Optional[httpx2.Response]:
+        """The replayed response on a hit (and the call's record marked either way)."""
         rec = current_record()
         if rec is not None:
             rec.semantic_hit = hit is not None
@@ -148,9 +156,9 @@ class _Tee(httpx2.SyncByteStream):
 
 
 class _AsyncTee(httpx2.AsyncByteStream):
-    """Async twin of `_Tee`."""
+    """Async twin of `_Tee` (its ``store`` is awaited: it may run in a worker thread)."""
 
-    def __init__(self, response: httpx2.Response, store: Optional[Callable[[bytes], None]], limit: int) -> None:
+    def __init__(self, response: httpx2.Response, store: Optional[Callable[[bytes], Awaitable[None]]], limit: int) -> None:
         self._response = response
         self._store = store
         self._limit = limit
@@ -173,7 +181,7 @@ class _AsyncTee(httpx2.AsyncByteStream):
         finally:
             store, self._store = self._store, None
             if store is not None:  # the cache keeps only a body that holds its terminal event
-                store(b"".join(self._parts))
+                await store(b"".join(self._parts))
             self._parts = []
 
 
@@ -184,8 +192,7 @@ class SemanticTransport(_Shared, httpx2.BaseTransport):
         pending = self._plan(request)
         if pending is not None:
             try:
-                pending.vector = self._embedding_of(pending.query.text)
-                replay = self._after_lookup(pending, request)
+                replay = self._answer(self._embed_and_look_up(pending), request)
             except Exception:
                 logger.debug("latencykit: semantic cache lookup failed; sending the request", exc_info=True)
                 pending, replay = None, None
@@ -200,27 +207,54 @@ class SemanticTransport(_Shared, httpx2.BaseTransport):
 
 
 class AsyncSemanticTransport(_Shared, httpx2.AsyncBaseTransport):
-    """Async twin of `SemanticTransport` (the embedder's ``aembed`` is awaited when it has one)."""
+    """Async twin of `SemanticTransport`. What could block runs off the event loop, so the other
+    calls in flight go on meanwhile: the embedder's ``aembed`` is awaited when it has one; a sync
+    embedder runs in a worker thread, except `HashedEmbedder` on a question of up to
+    `INLINE_EMBED_CHARS` (in process, under a millisecond); and so do the store's calls (a Redis
+    or PostgreSQL round trip, or the store's timeout when its server is gone), except a
+    `MemoryStore`'s."""
+
+    def __init__(self, cache: _Policy, http: Any, embedder: Any) -> None:
+        super().__init__(cache, http, embedder)
+        self._store_inline = type(cache.store) is MemoryStore  # exactly: a subclass may do I/O
+        self._aembed = getattr(embedder, "aembed", None)
+        self._embed_inline = self._aembed is None and type(embedder) is HashedEmbedder
+
+    async def _look_up(self, pending: Pending) -> Optional[StoreHit]:
+        if self._aembed is not None:
+            pending.vector = normalize_rows(await self._aembed([pending.query.text]))[0]
+        elif self._embed_inline and len(pending.query.text) <= INLINE_EMBED_CHARS:
+            pending.vector = self._embedding_of(pending.query.text)
+        if self._store_inline and pending.vector is not None:
+            return self.cache.lookup(pending)
+        return await asyncio.to_thread(self._embed_and_look_up, pending)  # one hop for whatever is left
+
+    def _astore(self, pending: Optional[Pending]) -> Optional[Callable[[bytes], Awaitable[None]]]:
+        store = self._store(pending)
+        if store is None:
+            return None
+        inline = self._store_inline
+
+        async def astore(body: bytes) -> None:
+            if inline:
+                store(body)
+            else:
+                await asyncio.to_thread(store, body)
+
+        return astore
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         pending = self._plan(request)
         if pending is not None:
             try:
-                aembed = getattr(self.embedder, "aembed", None)
-                if aembed is not None:
-                    from ._embedders import normalize_rows
-
-                    pending.vector = normalize_rows(await aembed([pending.query.text]))[0]
-                else:
-                    pending.vector = self._embedding_of(pending.query.text)
-                replay = self._after_lookup(pending, request)
+                replay = self._answer(await self._look_up(pending), request)
             except Exception:
                 logger.debug("latencykit: semantic cache lookup failed; sending the request", exc_info=True)
                 pending, replay = None, None
             if replay is not None:
                 return replay
         response = await self.http.send(request, stream=True, follow_redirects=False)
-        store = self._store(pending) if response.status_code == 200 else None
+        store = self._astore(pending) if response.status_code == 200 else None
         return self._wrap(response, request, _AsyncTee(response, store, self.cache.max_answer_bytes))
 
     async def aclose(self) -> None:
