@@ -22,7 +22,7 @@ import pytest
 from latencykit.bench._cell import BenchRun, Cell
 from latencykit.bench._load import LoadSpec
 from latencykit.bench._run import BenchConfig
-from latencykit.bench._search import RateSearch, _binom_cdf, judge
+from latencykit.bench._search import TOLERANCE, RateSearch, _binom_cdf, drift, judge
 from latencykit.bench._stats import parse_slo
 from latencykit.commands._bench import main
 
@@ -63,7 +63,7 @@ class _Model:
     def __init__(self, knee: float) -> None:
         self.knee, self.asked = knee, []  # type: float, list[tuple[float, float]]
 
-    def __call__(self, rate: float, seconds: float) -> tuple[Cell, dict[str, Any]]:
+    def __call__(self, rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
         self.asked.append((rate, seconds))
         n = math.floor(rate * seconds)
         return _cell(rate, [0.05 if rate <= self.knee else 0.4] * n), {}
@@ -83,8 +83,8 @@ def test_doubling_then_bisection_converges_on_the_knee() -> None:
 def test_the_search_is_bounded_and_a_failing_first_step_says_so() -> None:
     now = [0.0]
 
-    def measure(rate: float, seconds: float) -> tuple[Cell, dict[str, Any]]:
-        now[0] += seconds
+    def measure(rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
+        now[0] += seconds + warm_s
         return _Model(23.7)(rate, seconds)
 
     # Steps of 30, 15, 7.5, 3.75 and 1.875 s (60 requests each); then 24 req/s would need 2.5 s of the 1.9 left.
@@ -100,7 +100,7 @@ def test_the_search_is_bounded_and_a_failing_first_step_says_so() -> None:
 def test_ctrl_c_keeps_the_steps_measured() -> None:
     model, calls = _Model(23.7), [0]
 
-    def measure(rate: float, seconds: float) -> tuple[Cell, dict[str, Any]]:
+    def measure(rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
         calls[0] += 1
         if calls[0] == 4:
             raise KeyboardInterrupt
@@ -108,6 +108,82 @@ def test_ctrl_c_keeps_the_steps_measured() -> None:
 
     result = RateSearch([SLO], start=2.0).run(measure)
     assert result["stopped"] == "interrupted" and [s["rate_rps"] for s in result["steps"]] == [2, 4, 8] and result["rps"] == 8
+
+
+class _Slots:
+    """A server of ``slots`` slots, each holding a request ``hold`` seconds (its first token ``first`` seconds after it
+    gets one), met by constant arrivals from idle: it serves ``slots / hold`` req/s, and above that its queue grows by
+    the excess every second. Exact, so the search's verdicts are the whole story."""
+
+    def __init__(self, slots: int, hold: float, first: float) -> None:
+        self.slots, self.hold, self.first = slots, hold, first
+        self.asked: list[tuple[float, float, float]] = []
+
+    def __call__(self, rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
+        import heapq
+
+        self.asked.append((rate, seconds, warm_s))
+        warm = math.ceil(warm_s * rate)
+        free = [0.0] * self.slots
+        cell = Cell({}, {}, LoadSpec(rate=rate).describe())
+        for i in range(warm + math.floor(rate * seconds)):
+            t = i / rate
+            start = max(t, heapq.heappop(free))
+            heapq.heappush(free, start + self.hold)
+            s = {"i": i, "warmup": i < warm, "client": None, "outcome": "completed", "ttft": start - t + self.first, "sent": t,
+                 "sched": t, "e2e_service": start - t + self.hold, "out_tok": 5}  # fmt: skip
+            cell.samples.append(s)
+            if not s["warmup"]:
+                cell.sketches["ttft"].add(s["ttft"])
+                cell.sketches["e2e_service"].add(s["e2e_service"])
+        return cell, {}
+
+
+def test_a_server_that_holds_each_request_long_is_judged_in_its_steady_state() -> None:
+    """64 slots holding each request 2.7 s (as the default chat traffic on the emulator): 23.7 req/s. A step of 60
+    requests (the old sizing) never fills the slots, so every rate passed, however far above capacity. Steps that
+    warm up one service time and span five find the knee, and no rate beyond it passes."""
+    server = _Slots(64, 2.7, 0.17)
+    capacity = 64 / 2.7
+    result = RateSearch([parse_slo("ttft:p95<=1s")], start=5.0, max_duration=1e9).run(server)
+    assert result["stopped"] == "converged", result["steps"]
+    assert 0.9 * capacity <= result["rps"] <= capacity * (1 + TOLERANCE), [(s["rate_rps"], s["verdict"]) for s in result["steps"]]
+    assert result["first_failing_rps"] > capacity
+    for s in result["steps"]:
+        assert s["duration_s"] >= 5 * 2.7 - 1e-9 and s["warmup_s"] >= (2.7 if s is not result["steps"][0] else 0.2)
+    # Before one step passed, no service time was known: the first step was run again, sized by its own.
+    assert server.asked[0][1] == 12.0 and server.asked[1][1] == pytest.approx(13.5)
+
+
+def test_a_step_whose_queue_still_grows_is_run_longer_and_fails_by_drift() -> None:
+    """A step that passes on its calm start while its last third already misses, the metric rising all along (a queue
+    still growing), proves nothing about a longer run: it is run again twice as long, and fails by drift when it
+    still drifts at the longest. A step with as many misses spread evenly passes at once."""
+    slo = parse_slo("ttft:p95<=1s")
+
+    def drifting(rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
+        n = math.floor(rate * seconds)
+        k = n // 30  # 3.3 % missed in all, every one of them in the last third
+        return _cell(rate, [0.2 + 0.7 * i / n for i in range(n - k)] + [1.2 + 0.01 * i for i in range(k)]), {}
+
+    def even(rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
+        n = math.floor(rate * seconds)
+        return _cell(rate, [1.5 if i % 30 == 15 else 0.3 for i in range(n)]), {}  # 3.3 % missed, anywhere
+
+    for model in (drifting, even):
+        assert judge(model(20.0, 30.0)[0], slo).verdict == "pass"  # each passes over the whole step
+    why = drift(drifting(20.0, 30.0)[0], slo)
+    assert why == "ttft:p95<=1s: the last third missed it (20 of 200) and ttft rose through the step (ρ = 1.00)"
+    assert drift(even(20.0, 30.0)[0], slo) is None
+
+    # 1000 requests a step and more: 3.3 % missed passes P95 by the binomial, each time; the drift sends it on
+    search = RateSearch([slo], start=200.0, max_duration=1e9, min_step_s=5.0)
+    step = search._step(200.0, drifting)
+    assert step is not None and (step.verdict, step.by) == ("fail", "drift") and step.verdicts[0].verdict == "fail"
+    assert [(t["verdict"], t["decided_by"]) for t in search.tries] == [("undecided", "drift")] * 2 + [("fail", "drift")]
+    assert [t["duration_s"] for t in search.tries] == [5.0, 10.0, 20.0]  # up to MAX_GROWTH (4) times as long
+    calm = RateSearch([slo], start=200.0, max_duration=1e9, min_step_s=5.0)
+    assert calm._step(200.0, even) is not None and [t["verdict"] for t in calm.tries] == ["pass"]
 
 
 def test_lands_within_ten_percent_of_the_known_capacity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

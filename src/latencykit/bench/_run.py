@@ -183,10 +183,6 @@ def run_bench(config: BenchConfig, *, progress: bool = False, console: Any = Non
     return run
 
 
-WARM_S = 0.2
-"""``--find-max-rate``: each step's requests of its first 0.2 s (or ``--warmup N``, if more) are its warm-up."""
-
-
 def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, bar: Optional["_Progress"], fleet: Any,
             replayed: Sequence[TrafficRequest]) -> None:  # fmt: skip
     """``--find-max-rate``: the steps of `RateSearch` as cells, its result as the run's ``max_rate`` section."""
@@ -196,9 +192,9 @@ def _search(run: BenchRun, config: BenchConfig, target: TargetSpec, emu: Any, ba
     poller = MetricsPoller(target.base_url)
     measured: list[Cell] = []
 
-    def measure(rate: float, seconds: float) -> tuple[Cell, dict[str, Any]]:
+    def measure(rate: float, seconds: float, warm_s: float) -> tuple[Cell, dict[str, Any]]:
         spread = 1.0 if config.arrivals == "constant" else 1.5  # Poisson or gamma: more than the mean, never short
-        warm = max(config.warmup, math.ceil(WARM_S * rate))  # each step's client opens new connections: not its steady state
+        warm = max(config.warmup, math.ceil(warm_s * rate))  # new connections, an idle server: not its steady state
         seconds += warm / rate
         step = replace(config, requests=math.ceil(rate * seconds * spread) + 10, rate=(rate,), duration=seconds, warmup=warm)
         load = LoadSpec(concurrency=config.concurrency[0] if config.concurrency else None, rate=rate, arrivals=config.arrivals,

@@ -10,6 +10,15 @@ least `MIN_STEP_S` seconds; an undecided step is run again twice as long, up to 
 after which its point estimate (k / n against 1 − q) decides and the step says so. The step holds the verdict
 of all SLOs: it fails when one fails, passes when all pass.
 
+A step must also show the server in its steady state, not the calm of its first seconds: each step starts from an
+idle server, and a rate above capacity builds its queue only over many service times. So a step's first service
+time (the E2E-service p50 ``W`` of the highest passing step so far; 0.2 s at least) is its warm-up, and its measured
+part spans at least `SETTLE` × ``W``. A passing step is run again, sized by its own ``W``, when that was longer
+than the one it was sized by (load lengthens service: batches grow); and when its last third missed an SLO
+(point estimate) while that metric rose through the step (Spearman's ρ of the values against send order, one-sided
+p < 1 %) — the queue was still growing — it is run again twice as long, and fails "by drift" when it still does at
+`MAX_GROWTH`.
+
 The search doubles the rate from ``--rate`` (default 1/s) until a step fails, then bisects between the highest
 passing and the lowest failing rate until they are within `TOLERANCE` of each other. It stops there, or when
 ``--max-duration`` would be passed by the next step, or on Ctrl-C; it reports what it has either way: the
@@ -23,19 +32,28 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 from ..telemetry._slo import SLO
 from ._cell import Cell
 from ._stats import percentiles
 
-__all__ = ["MAX_GROWTH", "MIN_STEP_S", "TOLERANCE", "MetricsPoller", "RateSearch", "SloVerdict", "judge", "saturation"]
+__all__ = ["MAX_GROWTH", "MIN_STEP_S", "SETTLE", "TOLERANCE", "WARM_S", "MetricsPoller", "RateSearch", "SloVerdict", "drift",
+           "judge", "saturation"]
 
 ALPHA = 0.05
 MIN_STEP_S = 1.0
 MAX_GROWTH = 4
 TOLERANCE = 0.05
+SETTLE = 5.0
+"""A step's measured part spans at least this many service times (E2E-service p50s)."""
+MAX_RESIZE = 2
+"""A passing step served slower than it was sized for is run again, resized, at most this many times."""
+WARM_S = 0.2
+"""A step's warm-up is at least this long (its client opens new connections), and at least one service time."""
+DRIFT_Z = 2.326
+"""One-sided 1 % for Spearman's ρ·√(n − 1) (normal approximation): the metric rose through the step."""
 
 
 def _binom_cdf(k: int, n: int, p: float) -> float:
@@ -92,6 +110,50 @@ def judge(cell: Cell, slo: SLO, *, force: bool = False) -> SloVerdict:
     return SloVerdict(slo.label, verdict, n, misses, value, lo, hi)
 
 
+def _missed(s: dict[str, Any], slo: SLO) -> bool:
+    return bool(s["outcome"] != "completed" or s.get(slo.metric) is None or s[slo.metric] > slo.threshold)
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """Ranks from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in order[i : j + 1]:
+            ranks[k] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def drift(cell: Cell, slo: SLO) -> Optional[str]:
+    """Why ``slo``'s verdict over ``cell`` would not hold in a longer step, or ``None``: its last third (by send
+    order) missed the SLO more often than allowed while the metric rose through the step (Spearman's ρ of the values,
+    a failed request highest, against send order, one-sided p < 1 %)."""
+    meas = sorted(cell.measured, key=lambda s: float(s["sched"]))
+    n, share = len(meas), 1.0 - slo.percentile
+    if n < 20:
+        return None
+    tail = meas[-(n // 3) :]
+    late = sum(1 for s in tail if _missed(s, slo))
+    if late <= share * len(tail):
+        return None
+    values = [math.inf if s["outcome"] != "completed" or s.get(slo.metric) is None else float(s[slo.metric]) for s in meas]
+    x, y = _ranks(list(range(n))), _ranks(values)
+    mean = (n + 1) / 2
+    sxy = sum((a - mean) * (b - mean) for a, b in zip(x, y))
+    sxx, syy = sum((a - mean) ** 2 for a in x), sum((b - mean) ** 2 for b in y)
+    if syy == 0:
+        return None
+    rho = sxy / math.sqrt(sxx * syy)
+    if rho * math.sqrt(n - 1) < DRIFT_Z:
+        return None
+    return f"{slo.label}: the last third missed it ({late} of {len(tail)}) and {slo.metric} rose through the step (ρ = {rho:.2f})"
+
+
 @dataclass
 class Step:
     """One measured step of the search."""
@@ -101,21 +163,28 @@ class Step:
     verdicts: list[SloVerdict]
     verdict: str
     by: str
-    """``confidence`` or ``point estimate`` (undecided after `MAX_GROWTH`)."""
+    """``confidence``, ``point estimate`` (undecided after `MAX_GROWTH`) or ``drift`` (still drifting then)."""
     duration: float
     server: dict[str, Any] = field(default_factory=dict)
     signs: list[str] = field(default_factory=list)
+    warmup: float = 0.0
+    """Seconds of arrivals before the measured part (`WARM_S`, or one service time)."""
+    drifting: list[str] = field(default_factory=list)
+    """Why a longer step could decide otherwise (`drift`), where it could."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly fields (the cell is in the run's cells)."""
         tp = self.cell.throughput()
         return {"rate_rps": self.rate, "verdict": self.verdict, "decided_by": self.by, "duration_s": self.duration,
+                "warmup_s": self.warmup, "service_s": self.cell.value("e2e_service", 0.5) if "e2e_service" in self.cell.sketches else None,
                 "n": len(self.cell.measured), "completed_rps": tp["completed_rps"], "key": self.cell.key,
-                "slos": [v.to_dict() for v in self.verdicts], "server": self.server or None, "saturation": self.signs}  # fmt: skip
+                "slos": [v.to_dict() for v in self.verdicts], "server": self.server or None, "saturation": self.signs,
+                "drift": self.drifting}  # fmt: skip
 
 
-Measure = Callable[[float, float], tuple[Cell, dict[str, Any]]]
-"""``measure(rate, duration) -> (cell, server signs)``: one step at ``rate`` for ``duration`` seconds of arrivals."""
+Measure = Callable[[float, float, float], tuple[Cell, dict[str, Any]]]
+"""``measure(rate, duration, warmup) -> (cell, server signs)``: one step at ``rate``, its first ``warmup`` seconds of
+arrivals a warm-up, then ``duration`` seconds measured."""
 
 
 class RateSearch:
@@ -136,23 +205,28 @@ class RateSearch:
         """Every step measured, undecided ones run again included."""
         self.stopped = ""
         self._t0 = 0.0
+        self.service_s = 0.0
+        """The service time steps are sized by: the E2E-service p50 of the highest passing step (0 before one)."""
 
-    def step_seconds(self, rate: float, growth: int = 1) -> float:
-        """Seconds of arrivals for a step: enough requests for a pass with no miss, at least `min_step_s`, × ``growth``."""
+    def step_seconds(self, rate: float, growth: int = 1, service: Optional[float] = None) -> float:
+        """Seconds of measured arrivals for a step: enough requests for a pass with no miss, at least `min_step_s` and
+        `SETTLE` service times (``service``, default `service_s`), × ``growth``."""
         share = min(1.0 - s.percentile for s in self.slos) or 0.01
-        return max(self.min_step_s, math.ceil(3.0 / share) / rate) * growth
+        service = self.service_s if service is None else service
+        return max(self.min_step_s, math.ceil(3.0 / share) / rate, SETTLE * service) * growth
 
     def _left(self) -> float:
         return self.max_duration - (self.clock() - self._t0)
 
     def _step(self, rate: float, measure: Measure) -> Optional[Step]:
-        growth = 1
+        growth, service, resized = 1, self.service_s, 0
         while True:
-            seconds = self.step_seconds(rate, growth)
-            if seconds > self._left():
+            seconds = self.step_seconds(rate, growth, service)
+            warm = max(WARM_S, service)
+            if seconds + warm > self._left():
                 self.stopped = "max-duration"
                 return None
-            cell, server = measure(rate, seconds)
+            cell, server = measure(rate, seconds, warm)
             if cell.partial is not None:
                 self.stopped = "interrupted"
                 self.tries.append({"rate_rps": rate, "verdict": "interrupted", "duration_s": seconds, "key": cell.key})
@@ -162,10 +236,28 @@ class RateSearch:
             states = {v.verdict for v in verdicts}
             verdict = "fail" if "fail" in states else "pass" if states == {"pass"} else "undecided"
             forced = any(judge(cell, slo).verdict == "undecided" for slo in self.slos)
-            step = Step(rate, cell, verdicts, verdict, "point estimate" if last and forced else "confidence", seconds, server)
+            step = Step(rate, cell, verdicts, verdict, "point estimate" if last and forced else "confidence", seconds, server,
+                        warmup=warm)  # fmt: skip
+            own = cell.value("e2e_service", 0.5) if "e2e_service" in cell.sketches else None
+            if verdict == "pass":
+                step.drifting = [why for why in (drift(cell, slo) for slo in self.slos) if why]
+                # sized by no service time (the first step: too short for its own?) or by a much shorter one
+                slower = bool(own and (seconds < SETTLE * own if not service else own > 1.5 * service))
+                if slower and resized < MAX_RESIZE and not last:
+                    # served slower than the step was sized for (a bigger batch): too short, or warmed too briefly
+                    step.verdict, step.by = "undecided", f"service time {own:.3g} s: sized for {service:.3g} s"
+                    self.tries.append(step.to_dict())
+                    service, resized = max(service, own or 0.0), resized + 1
+                    continue
+                if step.drifting:  # a longer step would see more: run it again, twice as long; at the end, it fails
+                    step.verdict, step.by = ("fail", "drift") if last else ("undecided", "drift")
+                    if last:
+                        step.verdicts = [replace(v, verdict="fail") if drift(cell, slo) else v for v, slo in zip(verdicts, self.slos)]
             self.tries.append(step.to_dict())
-            if verdict != "undecided":
+            if step.verdict != "undecided":
                 self.steps.append(step)
+                if step.verdict == "pass" and own and all(s.rate <= rate for s in self.steps if s.verdict == "pass"):
+                    self.service_s = own
                 return step
             growth *= 2
 

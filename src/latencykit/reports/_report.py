@@ -187,8 +187,12 @@ def max_rate_lines(run: BenchRun) -> list[str]:
     for step in steps:
         slo_text = "; ".join(f"{v['slo']} {v['verdict']} ({v['misses']}/{v['n']} missed, value {ms(v['value_s'])} ms)"
                              for v in step["slos"])  # fmt: skip
+        warm = step.get("warmup_s")
+        span = f"{step['duration_s']:.1f} s" + (f" after {warm:.1f} s of warm-up" if warm else "")
         out.append(f"  step {step['rate_rps']:g} req/s: {step['verdict'].upper()} by {step['decided_by']}, "
-                   f"{step['duration_s']:.1f} s, completed {rate(step['completed_rps'])} — {slo_text}")  # fmt: skip
+                   f"{span}, completed {rate(step['completed_rps'])} — {slo_text}")  # fmt: skip
+        if step.get("drift"):
+            out.append("    still drifting: " + "; ".join(step["drift"]))
     return out
 
 
