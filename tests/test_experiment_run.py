@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -209,3 +210,27 @@ def test_a_failed_strategy_makes_the_command_exit_1(tmp_path: Path, no_leftovers
     assert res.returncode == 1, res.stdout + res.stderr
     assert res.stderr.strip() == "latencykit experiment: strategy b failed: exited with code 3 before it was ready"
     assert "b FAILED" in res.stdout and "| fatal: cannot load the model (on purpose)" in res.stdout
+
+
+@pytest.mark.slow
+def test_an_experiment_in_a_notebook_cell(tmp_path: Path, no_leftovers: None) -> None:
+    """The emulator experiment, shrunk, called from inside a running event loop as a notebook cell is: its servers
+    started, measured (the probe's client on a loop of its own, in a worker thread) and stopped. Before, the probe
+    raised "Cannot run the event loop while another loop is running"."""
+    from test_notebook_loop import in_a_cell
+
+    spec = {
+        "name": "notebook", "baseline": "baseline", "slo": "ttft<=300ms",
+        "traffic": {"shape": "chat", "requests": 6, "seed": 0, "exact_output": False},
+        "load": {"concurrency": 2},
+        "server": {"target": "emulator", "ready": "/health", "ready_timeout": 60,
+                   "command": "latencykit bench emulator --port {port} --seed 0 --preset bench --time-scale 0.2 {args}"},
+        "quality": {"prompts": 2, "max_tokens": 8},
+        "strategy": [{"name": "baseline", "args": "--tpot 0.012 --slots 4"}, {"name": "int8", "args": "--tpot 0.007 --slots 4"}],
+    }  # fmt: skip
+    run = in_a_cell(lambda: experiment(spec, out=tmp_path / "out", verbose=False))
+    assert [s.name for s in run.strategies] == ["baseline", "int8"] and not run.failed
+    for name in ("baseline", "int8"):
+        samples = [s for c in run.cells(name) for s in c.samples]
+        assert len(samples) >= 6 and all(s["outcome"] == "completed" for s in samples)
+    assert not [t for t in threading.enumerate() if t.name == "latencykit-loop"]

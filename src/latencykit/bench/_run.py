@@ -9,7 +9,6 @@ finished requests, come back in a `BenchRun` marked ``partial``.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import platform
@@ -19,6 +18,7 @@ import time
 from dataclasses import asdict, replace
 from typing import Any, Callable, Optional, Sequence
 
+from .._loops import run_coroutine
 from .._net_words import redacted_url
 from ._cell import BenchRun, Cell
 from ._config import LEVERS, BenchConfig, build_requests, parse_matrix, resolve_levers
@@ -249,8 +249,8 @@ def _run_cell(cell: Cell, config: BenchConfig, requests: Sequence[TrafficRequest
         if lost:
             _count_lost(cell, lost)
     elif workers == 1:
-        result = asyncio.run(drive(requests, offsets, load, target, strategy, config.control, start_at=None, worker=0,
-                                   progress=(lambda: tick(1)) if tick else None, freeze=config.freeze_heap))  # fmt: skip
+        result = run_coroutine(lambda: drive(requests, offsets, load, target, strategy, config.control, start_at=None, worker=0,
+                                             progress=(lambda: tick(1)) if tick else None, freeze=config.freeze_heap))  # fmt: skip
         cell.absorb(result)
     else:
         shared = requests if config.traffic == "replay" else None  # fitted to the server's tokenizer: sent, not rebuilt

@@ -23,7 +23,6 @@ roofline TPOT is set beside its measured one.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import signal
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
+from .._loops import OwnLoop
 from ..bench._cell import BenchRun, Cell
 from ..bench._clients import make_sender
 from ._run import ExperimentRun, RoundResult, StrategyResult
@@ -81,7 +81,7 @@ class _Probe:
     outlives the bench's (so the warm repeats reuse the client the cold request used)."""
 
     def __init__(self, target: TargetSpec) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = OwnLoop()  # in a worker thread where this one runs a loop already (a notebook)
         self.sender = make_sender(target, resolve_levers({}))
 
     def send(self, req: TrafficRequest) -> tuple[Observed, float]:
@@ -90,13 +90,13 @@ class _Probe:
             t = _clock()
             return await self.sender.send(req), t
 
-        return self.loop.run_until_complete(one())
+        return self.loop.run(one())
 
     def close(self) -> None:
         """Close the client and the loop (quietly: this runs on the way out of an interrupt too)."""
         try:
-            self.loop.run_until_complete(self.sender.aclose())
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.run(self.sender.aclose())
+            self.loop.run(self.loop.loop.shutdown_asyncgens())
         except Exception:  # a loop an interrupt left mid-run; the interrupt is what matters
             pass
         finally:
