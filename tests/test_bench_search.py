@@ -78,6 +78,9 @@ def test_doubling_then_bisection_converges_on_the_knee() -> None:
     lo, hi = result["interval_rps"]
     assert lo == result["rps"] <= 23.7 < hi == result["first_failing_rps"] and hi - lo <= 0.05 * lo
     assert all(s >= 3 / 0.05 / r or s >= 1.0 for r, s in model.asked)  # each step long enough for 60 requests
+    # a measure of two parameters (rate, seconds), as before the search sized the warm-up, still runs
+    older = RateSearch([SLO], start=2.0, max_duration=1e9).run(lambda rate, seconds: model(rate, seconds))
+    assert (older["rps"], older["first_failing_rps"]) == (result["rps"], result["first_failing_rps"])
 
 
 def test_the_search_is_bounded_and_a_failing_first_step_says_so() -> None:

@@ -184,7 +184,20 @@ class Step:
 
 Measure = Callable[[float, float, float], tuple[Cell, dict[str, Any]]]
 """``measure(rate, duration, warmup) -> (cell, server signs)``: one step at ``rate``, its first ``warmup`` seconds of
-arrivals a warm-up, then ``duration`` seconds measured."""
+arrivals a warm-up, then ``duration`` seconds measured. A ``measure(rate, duration)`` of two parameters (as before the
+warm-up was the search's to size) is called so, and warms up as it sees fit."""
+
+
+def _takes_warmup(measure: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        params = list(inspect.signature(measure).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 3
 
 
 class RateSearch:
@@ -226,7 +239,7 @@ class RateSearch:
             if seconds + warm > self._left():
                 self.stopped = "max-duration"
                 return None
-            cell, server = measure(rate, seconds, warm)
+            cell, server = measure(rate, seconds, warm) if _takes_warmup(measure) else measure(rate, seconds)  # type: ignore[call-arg]
             if cell.partial is not None:
                 self.stopped = "interrupted"
                 self.tries.append({"rate_rps": rate, "verdict": "interrupted", "duration_s": seconds, "key": cell.key})
