@@ -156,6 +156,15 @@ def test_a_server_that_holds_each_request_long_is_judged_in_its_steady_state() -
         assert s["duration_s"] >= 5 * 2.7 - 1e-9 and s["warmup_s"] >= (2.7 if s is not result["steps"][0] else 0.2)
     # Before one step passed, no service time was known: the first step was run again, sized by its own.
     assert server.asked[0][1] == 12.0 and server.asked[1][1] == pytest.approx(13.5)
+    # Served while the requests arrived: all of them below capacity, the capacity above it. (The completed rate runs
+    # on to the last answer, so it falls short of the arrivals on any finite step.)
+    by_rate = {s["rate_rps"]: s for s in result["steps"]}
+    for r in (10.0, 20.0):
+        assert by_rate[r]["served_rps"] == pytest.approx(by_rate[r]["arrived_rps"], rel=0.05)
+        assert by_rate[r]["completed_rps"] < 0.9 * r
+    assert by_rate[40.0]["served_rps"] == pytest.approx(capacity, rel=0.05) and by_rate[40.0]["arrived_rps"] == pytest.approx(40, rel=0.01)
+    best = by_rate[result["rps"]]
+    assert not [x for x in best["saturation"] if x.startswith("throughput short")], best["saturation"]
 
 
 def test_a_step_whose_queue_still_grows_is_run_longer_and_fails_by_drift() -> None:

@@ -24,7 +24,7 @@ passing and the lowest failing rate until they are within `TOLERANCE` of each ot
 ``--max-duration`` would be passed by the next step, or on Ctrl-C; it reports what it has either way: the
 highest passing rate and the interval [highest pass, lowest fail] the knee lies in, the first failing rate
 and the SLO(s) it broke, and at that rate the saturation signs (queueing in the server: TTFT service against
-the first step's; throughput short of the offered rate; the client's warnings; the server's ``/metrics``
+the first step's; fewer requests served than arrived while they arrived; the client's warnings; the server's ``/metrics``
 queue and KV cache where it has them). A first step that already fails ends the search with that said.
 """
 
@@ -40,7 +40,7 @@ from ._cell import Cell
 from ._stats import percentiles
 
 __all__ = ["MAX_GROWTH", "MIN_STEP_S", "SETTLE", "TOLERANCE", "WARM_S", "MetricsPoller", "RateSearch", "SloVerdict", "drift",
-           "judge", "saturation"]
+           "judge", "saturation", "served"]
 
 ALPHA = 0.05
 MIN_STEP_S = 1.0
@@ -175,7 +175,8 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly fields (the cell is in the run's cells)."""
         tp = self.cell.throughput()
-        return {"rate_rps": self.rate, "verdict": self.verdict, "decided_by": self.by, "duration_s": self.duration,
+        kept = served(self.cell)
+        return {"rate_rps": self.rate, "arrived_rps": None if kept is None else kept[0], "served_rps": None if kept is None else kept[1], "verdict": self.verdict, "decided_by": self.by, "duration_s": self.duration,
                 "warmup_s": self.warmup, "service_s": self.cell.value("e2e_service", 0.5) if "e2e_service" in self.cell.sketches else None,
                 "n": len(self.cell.measured), "completed_rps": tp["completed_rps"], "key": self.cell.key,
                 "slos": [v.to_dict() for v in self.verdicts], "server": self.server or None, "saturation": self.signs,
@@ -328,6 +329,20 @@ class RateSearch:
         }  # fmt: skip
 
 
+def served(cell: Cell) -> Optional[tuple[float, float]]:
+    """``(arrived, served)`` requests per second over the step's measured sends (first to last): the requests sent
+    then, and the requests that completed then, whenever sent. A server that keeps up serves what arrives; the
+    cell's ``completed_rps`` is lower on any finite run (its window runs on to the last answer)."""
+    meas = cell.measured
+    sends = [float(s["sent"]) for s in meas]
+    if len(sends) < 2 or max(sends) <= min(sends):
+        return None
+    t0, t1 = min(sends), max(sends)
+    ends = (float(s["sent"]) + float(s.get("e2e_service") or 0.0) for s in cell.samples
+            if s.get("client") != "thin" and s["outcome"] == "completed")  # fmt: skip
+    return len(sends) / (t1 - t0), sum(1 for e in ends if t0 <= e <= t1) / (t1 - t0)
+
+
 def saturation(step: Step, base_ttft: Optional[float]) -> list[str]:
     """What says the server (or the client) ran out of room at this step."""
     cell, out = step.cell, []
@@ -338,10 +353,9 @@ def saturation(step: Step, base_ttft: Optional[float]) -> list[str]:
     queue = cell.value("queue", 0.5)
     if queue and queue > 0.005:
         out.append(f"queueing in the client for an in-flight slot: p50 {queue * 1000:.0f} ms")
-    tp = cell.throughput()
-    offered, done = tp.get("drawn_rps") or step.rate, tp.get("completed_rps")
-    if done is not None and done < 0.9 * offered:
-        out.append(f"throughput short of the offered rate: completed {done:.2f} req/s of {offered:.2f} req/s drawn")
+    kept = served(cell)
+    if kept is not None and kept[1] < 0.9 * kept[0]:
+        out.append(f"throughput short of the offered rate: served {kept[1]:.2f} req/s while {kept[0]:.2f} req/s arrived")
     if cell.failed:
         out.append(f"{cell.failed} of {len(cell.measured)} requests failed")
     out += [w.split(" — ")[0] for w in cell.warnings if w.startswith(("client-bound", "client-starved", "behind schedule", "server-late"))]

@@ -189,8 +189,10 @@ def max_rate_lines(run: BenchRun) -> list[str]:
                              for v in step["slos"])  # fmt: skip
         warm = step.get("warmup_s")
         span = f"{step['duration_s']:.1f} s" + (f" after {warm:.1f} s of warm-up" if warm else "")
+        kept = (f"served {rate(step['served_rps'])} of {rate(step['arrived_rps'])} arriving" if step.get("served_rps") is not None
+                else f"completed {rate(step['completed_rps'])}")  # (run files before served_rps)
         out.append(f"  step {step['rate_rps']:g} req/s: {step['verdict'].upper()} by {step['decided_by']}, "
-                   f"{span}, completed {rate(step['completed_rps'])} — {slo_text}")  # fmt: skip
+                   f"{span}, {kept} — {slo_text}")  # fmt: skip
         if step.get("drift"):
             out.append("    still drifting: " + "; ".join(step["drift"]))
     return out
