@@ -142,7 +142,7 @@ def drift(cell: Cell, slo: SLO) -> Optional[str]:
     if late <= share * len(tail):
         return None
     values = [math.inf if s["outcome"] != "completed" or s.get(slo.metric) is None else float(s[slo.metric]) for s in meas]
-    x, y = _ranks(list(range(n))), _ranks(values)
+    x, y = [float(i + 1) for i in range(n)], _ranks(values)  # send order: ranks 1..n
     mean = (n + 1) / 2
     sxy = sum((a - mean) * (b - mean) for a, b in zip(x, y))
     sxx, syy = sum((a - mean) ** 2 for a in x), sum((b - mean) ** 2 for b in y)
@@ -175,9 +175,10 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly fields (the cell is in the run's cells)."""
         tp = self.cell.throughput()
-        kept = served(self.cell)
-        return {"rate_rps": self.rate, "arrived_rps": None if kept is None else kept[0], "served_rps": None if kept is None else kept[1], "verdict": self.verdict, "decided_by": self.by, "duration_s": self.duration,
-                "warmup_s": self.warmup, "service_s": self.cell.value("e2e_service", 0.5) if "e2e_service" in self.cell.sketches else None,
+        arrived, kept = served(self.cell) or (None, None)
+        service = self.cell.value("e2e_service", 0.5) if "e2e_service" in self.cell.sketches else None
+        return {"rate_rps": self.rate, "verdict": self.verdict, "decided_by": self.by, "duration_s": self.duration,
+                "warmup_s": self.warmup, "service_s": service, "arrived_rps": arrived, "served_rps": kept,
                 "n": len(self.cell.measured), "completed_rps": tp["completed_rps"], "key": self.cell.key,
                 "slos": [v.to_dict() for v in self.verdicts], "server": self.server or None, "saturation": self.signs,
                 "drift": self.drifting}  # fmt: skip
