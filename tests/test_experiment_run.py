@@ -224,7 +224,7 @@ def test_an_experiment_in_a_notebook_cell(tmp_path: Path, no_leftovers: None) ->
         "traffic": {"shape": "chat", "requests": 6, "seed": 0, "exact_output": False},
         "load": {"concurrency": 2},
         "server": {"target": "emulator", "ready": "/health", "ready_timeout": 60,
-                   "command": "latencykit bench emulator --port {port} --seed 0 --preset bench --time-scale 0.2 {args}"},
+                   "command": "{python} -m latencykit.cli bench emulator --port {port} --seed 0 --preset bench --time-scale 0.2 {args}"},
         "quality": {"prompts": 2, "max_tokens": 8},
         "strategy": [{"name": "baseline", "args": "--tpot 0.012 --slots 4"}, {"name": "int8", "args": "--tpot 0.007 --slots 4"}],
     }  # fmt: skip
