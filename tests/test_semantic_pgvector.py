@@ -340,6 +340,11 @@ def test_cli_init_creates_the_schema(pg: PgServer, capsys: pytest.CaptureFixture
         assert any("(scope, fingerprint, vkey)" in i for i in indexes)
         assert len(s) == 0
     assert main(["semantic", "init", "--dsn", "host=127.0.0.1 port=1 connect_timeout=1", "--dim", "8"]) == 1
+    capsys.readouterr()
+    # a table name the store refuses is bad input, as argparse's own refusals: exit 2, one line, nothing sent
+    assert main(["semantic", "init", "--dsn", pg.dsn, "--dim", "8", "--table", "a;drop"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "table must be a name or schema.name" in err and "'a;drop'" in err
 
 
 def test_odd_scopes_are_stored_safely(store: PgVectorStore, pg: PgServer, emu: Emulator) -> None:

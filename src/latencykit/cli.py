@@ -138,7 +138,9 @@ def _run(args: argparse.Namespace) -> None:
 
         try:
             print(init_schema(args.dsn, args.dim, table=args.table, m=args.m, ef_construction=args.ef_construction))
-        except (RuntimeError, ValueError) as exc:
+        except ValueError as exc:  # a value the store refuses (a table name): bad input, as argparse's (exit 2)
+            raise _UsageError(str(exc)) from None
+        except RuntimeError as exc:  # the server refused or could not be reached (exit 1)
             raise _ServeError(str(exc)) from None
     elif args.command == "demo":
         from .commands._demo import run_demo
