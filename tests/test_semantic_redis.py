@@ -231,3 +231,56 @@ async def test_a_paused_redis_does_not_hold_an_async_clients_event_loop(emu: Emu
     finally:
         await client.close()
         store.clear()
+
+
+def test_an_add_near_an_entry_replaces_it_as_in_the_other_stores(store: RedisStore) -> None:
+    """The `VectorStore` contract: an entry with a near-identical vector (cosine ≥ 0.9999) gets the new answer, as
+    in `MemoryStore` and `PgVectorStore`. Before, every add made an entry of its own."""
+    v = _unit(7)
+    store.add(("s", b"fp"), v, b"first", {})
+    store.add(("s", b"fp"), v, b"second", {})
+    hit = store.search(("s", b"fp"), v, 0.99)
+    assert len(store) == 1 and hit is not None and hit.payload == b"second"
+    store.add(("s", b"fp"), _unit(8), b"other", {})  # another question: an entry of its own
+    store.add(("t", b"fp"), v, b"other scope", {})  # another partition: likewise
+    assert len(store) == 3
+
+
+def test_a_herd_of_identical_misses_leaves_one_entry(store: RedisStore) -> None:
+    """Sixteen writers (threads, as an async client's worker threads or several processes) storing the same question
+    at once: one entry, holding one of their answers. Before: sixteen."""
+    import threading
+
+    v, go = _unit(9), threading.Barrier(16)
+
+    def write(i: int) -> None:
+        go.wait()
+        store.add(("s", b"fp"), v, f"answer {i}".encode(), {})
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    hit = store.search(("s", b"fp"), v, 0.99)
+    assert len(store) == 1 and hit is not None and hit.payload.startswith(b"answer ")
+
+
+async def test_concurrent_async_misses_of_one_question_store_it_once(emu: Emulator, redis_client: Any) -> None:
+    """An async client asking each of 4 questions 8 times at once, all missing: 4 entries, and the next round hits."""
+    store = RedisStore(redis_client, 384, prefix="lk-herd:")
+    store.clear()
+    client = lk.AsyncOpenAI(base_url=emu.base_url + "/v1", api_key="k", max_retries=0, semantic=SemanticCache(store=store))
+
+    async def ask(i: int) -> None:
+        await client.chat.completions.create(model="gpt-4o-mini", max_tokens=8, extra_headers=semantic_cacheable("t"),
+                                             messages=[{"role": "user", "content": f"What does plan {i % 4} cost?"}])  # fmt: skip
+
+    try:
+        await asyncio.gather(*(ask(i) for i in range(32)))
+        assert len(store) == 4
+        await asyncio.gather(*(ask(i) for i in range(32)))
+        assert sum(1 for r in client.latency.calls if r.semantic_hit) == 32 and len(store) == 4
+    finally:
+        await client.close()
+        store.clear()

@@ -24,6 +24,18 @@ from ._store import Partition, StoreHit, Vector
 
 __all__ = ["RedisStore"]
 
+_SAME = 0.9999
+"""Cosine at which an add gives its answer to the stored entry (as `MemoryStore` and `PgVectorStore`)."""
+_ADD_TRIES = 8
+"""Optimistic tries of an add before it stores a new entry without looking (a partition written to that often)."""
+
+
+def _errors() -> tuple[type[BaseException], type[BaseException]]:
+    """redis-py's ``WatchError`` (the watched key changed) and ``RedisError`` (any error of the client)."""
+    import redis
+
+    return redis.WatchError, redis.RedisError
+
 
 class RedisStore:
     """`VectorStore` over a ``redis.Redis`` client (``decode_responses`` must be off), or over a
@@ -52,7 +64,16 @@ class RedisStore:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(f"vector has {q.shape[0]} dimensions, the store has dim={self.dim}")
-        part = self._part_key(partition)
+        nearest = self._nearest(self._part_key(partition), q)
+        if nearest is None or nearest[1] < threshold:
+            return None
+        payload, meta = self.redis.hmget(nearest[0], "a", "m")
+        if payload is None:  # expired between the two reads
+            return None
+        return StoreHit(bytes(payload), nearest[1], json.loads(meta or b"{}"))
+
+    def _nearest(self, part: str, q: Any) -> Optional[tuple[Any, float]]:
+        """The key of the partition's live entry most similar to ``q``, and that cosine; expired keys leave the set."""
         keys = sorted(self.redis.smembers(part))
         if not keys:
             return None
@@ -68,28 +89,54 @@ class RedisStore:
             return None
         sims = np.frombuffer(b"".join(b for _, b in live), dtype=np.float32).reshape(len(live), self.dim) @ q
         best = int(np.argmax(sims))
-        if float(sims[best]) < threshold:
-            return None
-        payload, meta = self.redis.hmget(live[best][0], "a", "m")
-        if payload is None:  # expired between the two reads
-            return None
-        return StoreHit(bytes(payload), float(sims[best]), json.loads(meta or b"{}"))
+        return live[best][0], float(sims[best])
 
     def add(self, partition: Partition, vector: Vector, payload: bytes, meta: dict[str, Any]) -> None:
-        """Store an answer with the store's TTL."""
+        """Store an answer with the store's TTL; an entry of the partition with a near-identical vector (cosine ≥
+        0.9999, as in `MemoryStore` and `PgVectorStore`) gets it instead, so calls that missed the same question at
+        once (from threads, tasks or processes) leave one entry. Optimistic: the partition's set is watched while its
+        vectors are read, and the write is tried again when another writer changed the set meanwhile."""
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(f"vector has {q.shape[0]} dimensions, the store has dim={self.dim}")
         part = self._part_key(partition)
-        key = f"{self.prefix}e:{part[len(self.prefix) + 2 :]}:{uuid.uuid4().hex}"
+        mapping = {"v": q.tobytes(), "a": payload, "m": json.dumps(meta)}
+        changed, failed = _errors()
+        for _ in range(_ADD_TRIES):
+            with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(part)
+                except failed:  # a client without WATCH (Redis Cluster's pipelines): add without looking
+                    break
+                try:
+                    nearest = self._nearest(part, q)
+                    if nearest is not None and nearest[1] >= _SAME:  # its entry takes the answer: no duplicate can come
+                        pipe.unwatch()
+                        self._write_now(part, nearest[0], mapping)
+                        return
+                    pipe.multi()  # a new entry: only if no writer added one since the partition was read
+                    self._write(pipe, part, self._new_key(part), mapping)
+                    pipe.execute()
+                    return
+                except changed:
+                    continue  # another writer added to (or emptied) the partition meanwhile: read it again
+        self._write_now(part, self._new_key(part), mapping)  # still contended, or no WATCH: a new entry
+
+    def _new_key(self, part: str) -> str:
+        return f"{self.prefix}e:{part[len(self.prefix) + 2 :]}:{uuid.uuid4().hex}"
+
+    def _write_now(self, part: str, key: Any, mapping: dict[str, Any]) -> None:
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping={"v": q.tobytes(), "a": payload, "m": json.dumps(meta)})
+        self._write(pipe, part, key, mapping)
+        pipe.execute()
+
+    def _write(self, pipe: Any, part: str, key: Any, mapping: dict[str, Any]) -> None:
+        pipe.hset(key, mapping=mapping)
         pipe.sadd(part, key)
         if self.ttl is not None:
             ms = max(int(self.ttl * 1000), 1)
             pipe.pexpire(key, ms)
             pipe.pexpire(part, ms)  # the set lives as long as its newest entry
-        pipe.execute()
 
     def clear(self, scope: Optional[str] = None) -> None:
         """Drop every entry of this prefix, or those of one scope."""
