@@ -9,6 +9,7 @@ import random
 import re
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -184,3 +185,24 @@ def test_cache_report_explains_unknown_writes() -> None:
                          saved_share=0.83, writes_unknown=14)  # fmt: skip
     assert "1,838 (+ writes not reported by 14 calls: OpenAI before GPT-5.6 and llama.cpp report cache reads only)" in str(report)
     assert "unknown for" not in str(report)
+
+
+def test_the_cache_line_says_when_the_api_does_not_report_writes() -> None:
+    """OpenAI's usage gives the cached tokens read, never those written: the bench's cache line says so rather than
+    "written 0" (as `cache_report()` says "unknown"); Anthropic's writes are counted and priced."""
+    from latencykit.bench._load import LoadSpec
+    from latencykit.reports._report import cache_cost_text
+
+    def cell(write: Any) -> Cell:
+        c = Cell({}, {}, LoadSpec(concurrency=1).describe())
+        for i in range(4):
+            c.samples.append({"i": i, "warmup": False, "client": None, "outcome": "completed", "in_tok": 2000,
+                              "cache_read": 1500 if i else 0, "cache_write": write if i == 0 else (None if write is None else 0)})  # fmt: skip
+        return c
+
+    openai_line = cache_cost_text(cell(None), {"api": "openai", "model": "gpt-5-mini"})
+    assert openai_line is not None and openai_line.startswith("cache: read 4,500 tokens, written not reported by the API (")
+    anthropic_line = cache_cost_text(cell(1500), {"api": "anthropic", "model": "claude-sonnet-5"})
+    assert anthropic_line is not None and anthropic_line.startswith("cache: read 4,500 / written 1,500 tokens (writes 1.25×")
+    # saved: 4,500 read at 0.1× (4,050) less the 1,500 written at a 0.25 premium (375), of 8,000 input tokens
+    assert "est. input cost saved 3,675 token-equivalents (46%)" in anthropic_line

@@ -298,11 +298,14 @@ def cache_cost_text(cell: Cell, target: dict[str, Any]) -> Optional[str]:
     if not samples:
         return None
     read, written = sum(s["cache_read"] for s in samples), sum(s.get("cache_write") or 0 for s in samples)
+    # OpenAI's usage says what was read from the cache, never what was written: "not reported", as cache_report()'s "unknown"
+    reported = any(s.get("cache_write") is not None for s in samples)
     total = sum(s.get("in_tok") or 0 for s in samples)
     m = cache_prices("anthropic" if target.get("api") == "anthropic" else "openai", target.get("model"))
     saved = read * (1 - m["read"]) - written * (m["write_5m"] - 1)
     share = f" ({saved / total:.0%})" if total else ""
-    return (f"cache: read {read:,} / written {written:,} tokens (writes {m['write_5m']:g}×, reads {m['read']:g}× input): "
+    amounts = f"read {read:,} / written {written:,} tokens" if reported else f"read {read:,} tokens, written not reported by the API"
+    return (f"cache: {amounts} (writes {m['write_5m']:g}×, reads {m['read']:g}× input): "
             f"est. input cost saved {saved:,.0f} token-equivalents{share}")
 
 
