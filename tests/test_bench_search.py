@@ -22,7 +22,7 @@ import pytest
 from latencykit.bench._cell import BenchRun, Cell
 from latencykit.bench._load import LoadSpec
 from latencykit.bench._run import BenchConfig
-from latencykit.bench._search import TOLERANCE, RateSearch, _binom_cdf, drift, judge
+from latencykit.bench._search import TOLERANCE, RateSearch, _binom_cdf, drift, judge, served
 from latencykit.bench._stats import parse_slo
 from latencykit.commands._bench import main
 
@@ -118,8 +118,9 @@ class _Slots:
     gets one), met by constant arrivals from idle: it serves ``slots / hold`` req/s, and above that its queue grows by
     the excess every second. Exact, so the search's verdicts are the whole story."""
 
-    def __init__(self, slots: int, hold: float, first: float) -> None:
-        self.slots, self.hold, self.first = slots, hold, first
+    def __init__(self, slots: int, hold: float, first: float, client_cap: bool = False) -> None:
+        self.slots, self.hold, self.first, self.client_cap = slots, hold, first, client_cap
+        """``client_cap``: the queue is the client's (``--concurrency`` as a cap): a request is sent when a slot frees."""
         self.asked: list[tuple[float, float, float]] = []
 
     def __call__(self, rate: float, seconds: float, warm_s: float = 0.0) -> tuple[Cell, dict[str, Any]]:
@@ -133,8 +134,9 @@ class _Slots:
             t = i / rate
             start = max(t, heapq.heappop(free))
             heapq.heappush(free, start + self.hold)
-            s = {"i": i, "warmup": i < warm, "client": None, "outcome": "completed", "ttft": start - t + self.first, "sent": t,
-                 "sched": t, "e2e_service": start - t + self.hold, "out_tok": 5}  # fmt: skip
+            sent = start if self.client_cap else t
+            s = {"i": i, "warmup": i < warm, "client": None, "outcome": "completed", "ttft": start - t + self.first, "sent": sent,
+                 "sched": t, "e2e_service": start - sent + self.hold, "e2e": start - t + self.hold, "out_tok": 5}  # fmt: skip
             cell.samples.append(s)
             if not s["warmup"]:
                 cell.sketches["ttft"].add(s["ttft"])
@@ -165,6 +167,11 @@ def test_a_server_that_holds_each_request_long_is_judged_in_its_steady_state() -
     assert by_rate[40.0]["served_rps"] == pytest.approx(capacity, rel=0.05) and by_rate[40.0]["arrived_rps"] == pytest.approx(40, rel=0.01)
     best = by_rate[result["rps"]]
     assert not [x for x in best["saturation"] if x.startswith("throughput short")], best["saturation"]
+    # With the queue in the client (a --concurrency cap), requests leave only as fast as they are served: the
+    # arrivals are the intended ones, so the shortfall still shows.
+    capped = _Slots(64, 2.7, 0.17, client_cap=True)(40.0, 13.5, 2.7)[0]
+    arrived, kept = served(capped) or (0.0, 0.0)
+    assert arrived == pytest.approx(40, rel=0.01) and kept == pytest.approx(capacity, rel=0.05)
 
 
 def test_a_step_whose_queue_still_grows_is_run_longer_and_fails_by_drift() -> None:

@@ -331,17 +331,18 @@ class RateSearch:
 
 
 def served(cell: Cell) -> Optional[tuple[float, float]]:
-    """``(arrived, served)`` requests per second over the step's measured sends: the sends between its first and
-    last measured one, and the answers that ended in the same span shifted by the mean E2E service time, whatever
-    request they answered. A server that keeps up serves what arrives (the shift takes the answers of the span's
+    """``(arrived, served)`` requests per second over the step's measured arrivals: the requests due (their intended
+    send times: a client queue under a ``--concurrency`` cap is the system's too) between its first and last measured
+    one, and the answers that ended in the same span shifted by the mean E2E service time, whatever request they
+    answered. A server that keeps up serves what arrives (the shift takes the answers of the span's
     own requests, on average, so neither end of the span biases the count); an overloaded one serves its capacity.
     The cell's ``completed_rps`` is lower on any finite run: its window runs on to the last answer."""
     meas = cell.measured
-    sends = sorted(float(s["sent"]) for s in meas)
+    sends = sorted(float(s.get("sched", s["sent"])) for s in meas)
     if len(sends) < 2 or sends[-1] <= sends[0]:
         return None
     t0, t1 = sends[0], sends[-1]
-    took = [float(s.get("e2e_service") or 0.0) for s in meas if s["outcome"] == "completed"]
+    took = [float(s.get("e2e") or s.get("e2e_service") or 0.0) for s in meas if s["outcome"] == "completed"]
     shift = sum(took) / len(took) if took else 0.0
     ends = [float(s["sent"]) + float(s.get("e2e_service") or 0.0) for s in cell.samples
             if s.get("client") != "thin" and s["outcome"] == "completed"]  # fmt: skip
