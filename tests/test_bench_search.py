@@ -327,3 +327,18 @@ def test_a_sweep_draws_the_pareto_view() -> None:
     start = html.index("Pareto view")
     svg = html[start: html.index("</svg>", start)]
     assert "c=1" in svg and "c=4" in svg and svg.count('class="level"') == 2
+
+
+def test_a_first_step_longer_than_the_bound_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A P99 SLO from 1 req/s needs 300 requests, 300 s, and its warm-up: more than the default bound. The search
+    sends nothing and says which step did not fit and what to change, instead of "no passing rate (max-duration)"."""
+    out = tmp_path / "u.json"
+    t0 = time.monotonic()
+    assert main(["--find-max-rate", "--slo", "e2e:p99<=10s", "--out", str(out), *STAND_IN]) == 1
+    assert time.monotonic() - t0 < 30
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "the first step, 1 req/s, needs 300.2 s" in captured.err
+    assert "more than --max-duration 300 s: raise --rate or --max-duration" in captured.err
+    found = json.loads(out.read_text())["max_rate"]
+    assert found["steps"] == [] and found["stopped"] == "max-duration"
+    assert found["unfit_step"] == {"rate_rps": 1.0, "duration_s": 300.0, "warmup_s": 0.2}

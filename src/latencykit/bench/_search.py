@@ -222,6 +222,8 @@ class RateSearch:
         self._t0 = 0.0
         self.service_s = 0.0
         """The service time steps are sized by: the E2E-service p50 of the highest passing step (0 before one)."""
+        self.unfit: Optional[dict[str, float]] = None
+        """The step that did not fit in what was left of ``max_duration`` (the search stopped there)."""
 
     def step_seconds(self, rate: float, growth: int = 1, service: Optional[float] = None) -> float:
         """Seconds of measured arrivals for a step: enough requests for a pass with no miss, at least `min_step_s` and
@@ -240,6 +242,7 @@ class RateSearch:
             warm = max(WARM_S, service)
             if seconds + warm > self._left():
                 self.stopped = "max-duration"
+                self.unfit = {"rate_rps": rate, "duration_s": seconds, "warmup_s": warm}
                 return None
             cell, server = measure(rate, seconds, warm) if _takes_warmup(measure) else measure(rate, seconds)  # type: ignore[call-arg]
             if cell.partial is not None:
@@ -326,6 +329,7 @@ class RateSearch:
             "saturation": [] if first_fail is None else first_fail.signs,
             "slos": [s.label for s in self.slos], "start_rps": self.start, "tolerance": self.tolerance,
             "max_duration_s": self.max_duration, "elapsed_s": self.clock() - self._t0, "stopped": self.stopped,
+            "unfit_step": self.unfit,
             "steps": [s.to_dict() for s in self.steps], "tries": self.tries,
         }  # fmt: skip
 

@@ -271,6 +271,12 @@ def _cmd_run(argv: Sequence[str]) -> int:
               "start lower with --rate", file=sys.stderr)  # fmt: skip
         return 1
     if found is not None and found.get("rps") is None:
+        unfit = found.get("unfit_step")
+        if not found.get("steps") and unfit:  # not one step fitted in the bound
+            print(f"latencykit bench: --find-max-rate: the first step, {unfit['rate_rps']:g} req/s, needs "
+                  f"{unfit['duration_s'] + unfit['warmup_s']:.1f} s (enough requests to decide {', '.join(found.get('slos') or [])}), "
+                  f"more than --max-duration {found.get('max_duration_s'):g} s: raise --rate or --max-duration", file=sys.stderr)  # fmt: skip
+            return 1
         print(f"latencykit bench: --find-max-rate found no passing rate ({found.get('stopped')})", file=sys.stderr)
         return 1
     return 1 if dead else status

@@ -171,9 +171,15 @@ def max_rate_lines(run: BenchRun) -> list[str]:
            f" (bound {m.get('max_duration_s') or 0:g} s, tolerance {100 * (m.get('tolerance') or 0):g}%)")  # fmt: skip
     out = []
     if m.get("rps") is None:
-        out.append(f"max rate meeting every SLO ({slos}): none found — " + (
-            f"the first step, {m.get('start_rps'):g} req/s, already fails; start lower with --rate"
-            if m.get("stopped") == "first step fails" else "no step passed") + f"; {how}")
+        unfit = m.get("unfit_step") if not steps else None
+        if m.get("stopped") == "first step fails":
+            why = f"the first step, {m.get('start_rps'):g} req/s, already fails; start lower with --rate"
+        elif unfit:
+            why = (f"the first step, {unfit['rate_rps']:g} req/s, needs {unfit['duration_s'] + unfit['warmup_s']:.1f} s, "
+                   "more than the bound; raise --rate or --max-duration")  # fmt: skip
+        else:
+            why = "no step passed"
+        out.append(f"max rate meeting every SLO ({slos}): none found — {why}; {how}")
     else:
         lo, hi = m.get("interval_rps") or [None, None]
         where = f"the knee lies in [{lo:g}, {hi:g}] req/s" if hi is not None else f"no failing rate found above it"
