@@ -91,7 +91,7 @@ def judge(cell: Cell, slo: SLO, *, force: bool = False) -> SloVerdict:
     """The verdict of one SLO over a cell's measured requests; ``force`` decides an undecided one by its point estimate."""
     meas = cell.measured
     n = len(meas)
-    misses = sum(1 for s in meas if s["outcome"] != "completed" or s.get(slo.metric) is None or s[slo.metric] > slo.threshold)
+    misses = sum(1 for s in meas if _missed(s, slo))
     share = 1.0 - slo.percentile
     p = percentiles(cell.sketches[slo.metric], [slo.percentile])[slo.percentile] if slo.metric in cell.sketches else None
     value, lo, hi = (p.value, p.lo, p.hi) if p is not None else (None, None, None)
@@ -244,7 +244,7 @@ class RateSearch:
                 self.stopped = "max-duration"
                 self.unfit = {"rate_rps": rate, "duration_s": seconds, "warmup_s": warm}
                 return None
-            cell, server = measure(rate, seconds, warm) if _takes_warmup(measure) else measure(rate, seconds)  # type: ignore[call-arg]
+            cell, server = measure(rate, seconds, warm)
             if cell.partial is not None:
                 self.stopped = "interrupted"
                 self.tries.append({"rate_rps": rate, "verdict": "interrupted", "duration_s": seconds, "key": cell.key})
@@ -281,6 +281,12 @@ class RateSearch:
 
     def run(self, measure: Measure) -> dict[str, Any]:
         """Search; the ``max_rate`` result (`result`), whatever stopped it."""
+        if not _takes_warmup(measure):  # a measure(rate, seconds), as before the search sized the warm-up
+            older: Callable[..., tuple[Cell, dict[str, Any]]] = measure
+
+            def measure(rate: float, seconds: float, warm: float) -> tuple[Cell, dict[str, Any]]:
+                return older(rate, seconds)
+
         self._t0 = self.clock()
         rate, passed, failed = self.start, None, None  # type: float, Optional[Step], Optional[Step]
         try:
