@@ -30,6 +30,7 @@ from ..core._usage import apply_openai_chat_usage
 from ._calls import given, raw_response_requested
 from ._managers import wrap_async_manager, wrap_manager
 from ._openai_call import OpenAIApi, acreate_call, aenter_helper, as_helper, create_call, enter_helper
+from ._sse import fast_events, through
 from ._tap import Tap
 from ._usage_habit import HIDDEN, NOT_ASKED, UNASKED, UNVERIFIED, UsageProbe, habits_for, may_probe
 
@@ -100,8 +101,32 @@ class ChatTap(Tap):
         self._usage_json = None
 
     def opened(self, stream: Any) -> None:
-        """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it)."""
+        """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it).
+
+        Where latencykit's usage-only chunk is to be hidden and `FastEvents` decodes the
+        stream, its ``keep`` hook does it all on each event's data, before the SDK builds the
+        event (`sse_data`); otherwise the SDK's event generator is wrapped (`watch_done`)."""
+        if self.hide_usage and fast_events(stream, self.sse_data):
+            return
+        fast_events(stream)
         watch_done(stream, self)
+
+    def sse_data(self, event: Optional[str], data: str) -> Optional[str]:
+        """Each SSE event's data while latencykit's usage chunk is hidden (`FastEvents`' ``keep``,
+        else `_swallow`): ``None`` for that usage-only chunk, read here and dropped (the one with
+        ``"choices":[]``: one substring test per event finds the candidates,
+        `take_usage_chunk` decides); the data less its trailing ``"usage":null`` where it ends so
+        (`_NULL_USAGE`), so that the chunk the caller gets is the one the raw SDK gives for the
+        request they wrote (``usage`` unset: ``to_dict()`` and ``model_fields_set`` match) and
+        the SDK builds one field less; ``[DONE]`` is watched on the way."""
+        if data.endswith(_NULL_USAGE):
+            return data[: data.rindex(",")] + "}"
+        if "[]" in data:
+            if event is None and '"usage"' in data and self.take_usage_chunk(data):
+                return None
+        elif data.startswith("[DONE]"):
+            self.timer.terminal()
+        return data
 
     def ended(self) -> None:
         """The SDK's chunks ran out: at ``[DONE]``, if that is where it stopped.
@@ -323,50 +348,21 @@ _NULL_USAGE = (',"usage":null}', ', "usage": null}')
 default JSON separators puts spaces in."""
 
 
-def _drop_null_usage(sse: Any, data: str) -> None:
-    """Take the trailing null ``usage`` off ``sse``'s JSON, where the event keeps its data as
-    ``_data`` (the SDKs' ``ServerSentEvent``); an event of another make is left as it is."""
-    if getattr(sse, "__dict__", _NO_STATE).get("_data") is data:
-        sse._data = data[: data.rindex(",")] + "}"
-
-
-_NO_STATE: dict[str, Any] = {}
-
-
 def _swallow(events: Any, tap: ChatTap) -> Any:
-    """The SSE events as the SDK would see them, less latencykit's usage-only chunk (read by
-    ``tap``); ``[DONE]`` is watched on the way. The usage-only chunk is the one with
-    ``"choices":[]``: one substring test per event finds the candidates, the tap decides.
-
-    The ``"usage":null`` that ``include_usage`` puts on every other chunk is taken off its JSON
-    too, where it ends the chunk (`_NULL_USAGE`) and the event keeps its data as ``_data``: the
-    chunk the caller gets is then the one the raw SDK gives for the request they wrote
-    (``usage`` unset, so ``to_dict()`` and ``model_fields_set`` match), and the SDK builds one
-    field less per chunk."""
+    """The SSE events as the SDK would see them, less latencykit's usage-only chunk, through
+    `ChatTap.sse_data` (where the stream's decoder is not `FastEvents`, which does this itself)."""
+    keep = tap.sse_data
     for sse in events:
-        data = sse.data
-        if data.endswith(_NULL_USAGE):
-            _drop_null_usage(sse, data)
-        elif "[]" in data:
-            if sse.event is None and '"usage"' in data and tap.take_usage_chunk(data):
-                continue
-        elif data.startswith("[DONE]"):
-            tap.timer.terminal()
-        yield sse
+        if (sse := through(keep, sse)) is not None:
+            yield sse
 
 
 async def _aswallow(events: Any, tap: ChatTap) -> Any:
     """Async twin of `_swallow`."""
+    keep = tap.sse_data
     async for sse in events:
-        data = sse.data
-        if data.endswith(_NULL_USAGE):
-            _drop_null_usage(sse, data)
-        elif "[]" in data:
-            if sse.event is None and '"usage"' in data and tap.take_usage_chunk(data):
-                continue
-        elif data.startswith("[DONE]"):
-            tap.timer.terminal()
-        yield sse
+        if (sse := through(keep, sse)) is not None:
+            yield sse
 
 
 _validate_usage: Any = getattr(CompletionUsage, "model_validate", None)

@@ -7,6 +7,7 @@ from typing import Any, AsyncIterable, AsyncIterator, ClassVar, Iterable, Iterat
 
 from ..core._errors import PartialOutput, incomplete_error, interrupted_error
 from ..core._timing import CallTimer
+from ._sse import fast_events
 
 __all__ = ["Tap", "not_event_stream", "tap_failed", "raise_failure", "end_of_events", "raise_if_cut"]
 
@@ -107,7 +108,9 @@ class Tap:
         raise_if_cut(self, stream)
 
     def opened(self, stream: Any) -> None:
-        """The SDK stream exists and has not been iterated yet (a hook for wire-level watching)."""
+        """The SDK stream exists and has not been iterated yet (a hook for wire-level watching):
+        its SSE events are decoded by `FastEvents` where the SDK's decoder passed its check."""
+        fast_events(stream)
 
     def ended(self) -> None:
         """The SDK's events ran out (before the call is judged complete or cut short)."""
