@@ -20,6 +20,7 @@ moves a ratio by in this run, the yardstick for reading the others.
     python benchmarks/overhead.py --only async --async-processes 6  # each row in 6 fresh processes, read across them
     python benchmarks/overhead.py --only parts    # what each feature adds to a short async stream (no sockets)
     python benchmarks/overhead.py --only interference  # why a step costs more inside a call than alone
+    python benchmarks/overhead_instructions.py         # the async calls in instructions (callgrind) beside CPU time
 
 Goals: ratio ≤ 1.05 with telemetry unconfigured (no OpenTelemetry SDK: the API's no-ops);
 ≤ 1.10 with the OpenTelemetry SDK and in-memory exporters on (spans + metrics).
