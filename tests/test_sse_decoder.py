@@ -282,3 +282,14 @@ def test_async_chat_hides_latencykits_usage_chunk_either_way(fast: bool, emu: An
     assert got == want and all(c["choices"] for c, _ in got)
     rec = recorder.last
     assert rec is not None and rec.output_tokens and rec.input_tokens and rec.extra.get("usage_chunk")
+
+
+def test_reads_of_the_sdk_decoders_state_go_to_it_and_a_copy_works() -> None:
+    import copy
+
+    sdk = anthropic_streaming.SSEDecoder()
+    fast = FastEvents(sdk, _check(anthropic_streaming.SSEDecoder))
+    sdk._last_event_id = "7"
+    assert fast._last_event_id == "7" and fast.decode == sdk.decode  # what code reading the decoder sees
+    twin = copy.copy(fast)
+    assert twin._sdk is sdk and [e.data for e in twin.iter_bytes(iter([b"data: x\n\n"]))] == ["x"]

@@ -71,6 +71,8 @@ class FastEvents:
         self._keep = keep
 
     def __getattr__(self, name: str) -> Any:
+        if name in FastEvents.__slots__:  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self._sdk, name)
 
     # The two twins below share everything but their loops: a chunk that completes blocks is
