@@ -3,9 +3,9 @@
 An SDK stream turns the response body into ``ServerSentEvent`` objects through its
 ``SSEDecoder``: every line is decoded and handed to ``decode()`` one at a time, through two
 or three generator layers (``_aiter_chunks``, ``aiter_bytes``, ``_decode_lines``). On a
-30-token stream that is 3-4 % of the client's CPU, for events that nearly all have one of two
-shapes: ``event: NAME`` + ``data: JSON`` (Anthropic, the Responses API) or ``data: JSON``
-(Chat Completions).
+30-token Anthropic stream that is ~75 µs, 5 % of the client's CPU per call over a socket (this
+module: ~62 µs), for events that nearly all have one of two shapes: ``event: NAME`` + ``data:
+JSON`` (Anthropic, the Responses API) or ``data: JSON`` (Chat Completions).
 
 `FastEvents` stands in for one stream's decoder, through the SDK's own plug point for
 decoders (``stream._decoder``: ``iter_bytes`` / ``aiter_bytes``, as the Bedrock client plugs in
@@ -27,7 +27,8 @@ Events come out when their block's last byte arrives, as from the SDK decoder.
 Whether an installed SDK's decoder agrees is *checked*, not assumed: at the first stream of
 each decoder class, both decode the same bodies (the two shapes, the odd fields above,
 ``\\r\\n`` and ``\\r`` line ends, a partial last line; each body whole, byte by byte and in
-7-byte pieces, sync and async) and every event's type and attributes must match (`_check`).
+7-byte pieces, sync and async) and every event's type and attributes must match, and the
+moment it comes out: how many chunks had been read (`_check`).
 A decoder of another make (Bedrock's), an SDK whose decoder or event differs, or anything
 that fails the check keeps the SDK's own decoding: nothing changes but the speed.
 
