@@ -293,3 +293,17 @@ def test_reads_of_the_sdk_decoders_state_go_to_it_and_a_copy_works() -> None:
     assert fast._last_event_id == "7" and fast.decode == sdk.decode  # what code reading the decoder sees
     twin = copy.copy(fast)
     assert twin._sdk is sdk and [e.data for e in twin.iter_bytes(iter([b"data: x\n\n"]))] == ["x"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: lk.Anthropic(api_key="k", base_url="http://127.0.0.1:9"),
+    lambda: lk.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"),
+    lambda: lk.wrap(anthropic.AsyncAnthropic(api_key="k", base_url="http://127.0.0.1:9")),
+    lambda: lk.wrap(openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")),
+], ids=["Anthropic", "AsyncOpenAI", "wrap(AsyncAnthropic)", "wrap(OpenAI)"])  # fmt: skip
+def test_the_decoder_is_checked_when_the_client_is_made_not_at_its_first_stream(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check (~2 ms) runs while the client is made: the first stream's first token is not
+    held behind it."""
+    monkeypatch.setattr(_sse, "_parses", {})
+    client = make()
+    assert type(client._make_sse_decoder()) in _sse._parses and _sse._parses[type(client._make_sse_decoder())] is not None

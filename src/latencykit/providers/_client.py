@@ -30,6 +30,7 @@ from ._caching import resolve_cache
 from ._calls import Settings
 from ._http import Endpoints, async_request, sync_request
 from ._prewarm import prewarm
+from ._sse import check_ahead
 
 __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "LatencyClientOptions"]
 
@@ -116,6 +117,7 @@ def _init(
     settings = make_settings(type(self)._lk_provider, recorder, telemetry, cache, retry, semantic)
     type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
     self._lk = settings
+    check_ahead(self)
 
 
 def _copy_client(self: Any, *args: Any, **kwargs: Any) -> Any:

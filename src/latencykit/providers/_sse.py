@@ -43,7 +43,7 @@ import logging
 import sys
 from typing import Any, AsyncIterator, Callable, Iterator, Optional
 
-__all__ = ["FastEvents", "fast_events", "through", "Keep"]
+__all__ = ["FastEvents", "fast_events", "check_ahead", "through", "Keep"]
 
 logger = logging.getLogger("latencykit")
 
@@ -365,6 +365,21 @@ _parses: dict[type, Optional[Parse]] = {}
 """Decoder class → how `FastEvents` builds its events (``None``: the SDK decodes them itself)."""
 _UNCHECKED: Any = object()
 _INSTALLED = "_lk_sse"
+
+
+def check_ahead(client: Any) -> None:
+    """Check the SSE decoder class of ``client`` (an SDK client being made) now, once per
+    class: the first stream then does not pay the check (~2 ms) between its first bytes and its
+    first event, where it would delay that stream's first token."""
+    make = getattr(client, "_make_sse_decoder", None)
+    if not callable(make):
+        return
+    try:
+        cls = type(make())
+    except Exception:  # a client that needs more to make one: its first stream checks it
+        return
+    if cls not in _parses:
+        _parses[cls] = _check(cls)
 
 
 def fast_events(stream: Any, keep: Optional[Keep] = None) -> bool:

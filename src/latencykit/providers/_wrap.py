@@ -15,6 +15,7 @@ from . import openai as _oai
 from ..telemetry._otel import Telemetry
 from ._client import client_class, clone_as, is_latency_client, make_settings
 from ._http import Endpoints
+from ._sse import check_ahead
 
 __all__ = ["wrap"]
 
@@ -85,4 +86,6 @@ def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = 
         return new
     resources, provider, endpoints = _plan(client)
     settings = make_settings(provider, recorder, telemetry, cache, retry, semantic)
-    return clone_as(client, client_class(type(client), resources, provider, endpoints=endpoints), settings)
+    wrapped = clone_as(client, client_class(type(client), resources, provider, endpoints=endpoints), settings)
+    check_ahead(wrapped)
+    return wrapped
