@@ -25,10 +25,11 @@ through the SDK decoder itself, so the result is the SDK's to the event:
 Events come out when their block's last byte arrives, as from the SDK decoder.
 
 Whether an installed SDK's decoder agrees is *checked*, not assumed: once per decoder class,
-when the first client using it is made (`check_ahead`; else at its first stream), both decode the same bodies (the two shapes, the odd fields above,
-``\\r\\n`` and ``\\r`` line ends, a partial last line; each body whole, byte by byte and in
-7-byte pieces, sync and async) and every event's type and attributes must match, and the
-moment it comes out: how many chunks had been read (`_check`).
+when the first client using it is made (`check_ahead`; else at its first stream), both decode
+the same bodies (the two shapes, the odd fields above, ``\\r\\n`` and ``\\r`` line ends, a
+partial last line; each body whole, byte by byte and in 7-byte pieces, sync and async), and
+every event's type and attributes must match, and the moment it comes out: how many chunks
+had been read (`_check`).
 A decoder of another make (Bedrock's), an SDK whose decoder or event differs, or anything
 that fails the check keeps the SDK's own decoding: nothing changes but the speed.
 
