@@ -104,8 +104,9 @@ class ChatTap(Tap):
         """Watch the SDK stream's SSE events for ``[DONE]`` (before anything iterates it).
 
         Where latencykit's usage-only chunk is to be hidden and `FastEvents` decodes the
-        stream, its ``keep`` hook does it all on each event's data, before the SDK builds the
-        event (`sse_data`); otherwise the SDK's event generator is wrapped (`watch_done`)."""
+        stream, its ``keep`` hook does it all on each event's data as the event goes to the SDK,
+        before the SDK parses it into a chunk (`sse_data`); otherwise the SDK's event generator
+        is wrapped (`watch_done`)."""
         if self.hide_usage and fast_events(stream, self.sse_data):
             return
         fast_events(stream)
