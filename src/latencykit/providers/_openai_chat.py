@@ -107,9 +107,9 @@ class ChatTap(Tap):
         stream, its ``keep`` hook does it all on each event's data as the event goes to the SDK,
         before the SDK parses it into a chunk (`sse_data`); otherwise the SDK's event generator
         is wrapped (`watch_done`)."""
-        if self.hide_usage and fast_events(stream, self.sse_data):
+        hide = self.hide_usage
+        if fast_events(stream, self.sse_data if hide else None) and hide:
             return
-        fast_events(stream)
         watch_done(stream, self)
 
     def sse_data(self, event: Optional[str], data: str) -> Optional[str]:
