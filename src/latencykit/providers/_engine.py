@@ -22,7 +22,7 @@ import asyncio
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, NoReturn, Optional, Protocol, TypeVar
 
 from ..core._retry import PreContentDrop, RetryPolicy, TTFTDeadlineExceeded, backoff, classify
 from ._calls import sending
@@ -46,44 +46,37 @@ class Accumulator(Protocol):
     def result(self, complete: bool) -> Any: ...
 
 
-def _identity(x: Any) -> Any:
-    return x
+class _Retries:
+    """The attempts after a first one failed: ``retries = _Retries(...)``; ``retries.take(exc)``
+    says whether the first failure is retried; then ``for attempt in retries: with attempt: ...``
+    (``async for`` in async code) runs the rest, waiting as the policy says, by tenacity.
 
+    Made only when a first attempt fails: a call that succeeds at once (nearly all) runs its
+    attempt inline and builds nothing here. That is not only the objects saved: every function
+    a call runs is code and data the CPU must bring back into its caches, which the SDK's own
+    work between two calls has evicted (`benchmarks/overhead_instructions.py`).
+    """
 
-class _FirstAttempt:
-    """The first attempt, without tenacity: most calls succeed, and then no retry machinery
-    (whose objects form reference cycles the garbage collector would have to chase) is built."""
-
-    __slots__ = ("owner",)
-
-    def __init__(self, owner: "_Attempts") -> None:
-        self.owner = owner
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> bool:
-        if exc is None:
-            return False
-        if isinstance(exc, Exception) and self.owner.attempts > 1 and self.owner.should_retry(exc):
-            self.owner.first_error = exc
-            return True  # swallowed here; tenacity takes over for the next attempts
-        return False
-
-
-class _Attempts:
-    """``for attempt in _Attempts(...): with attempt: ...`` — the first try inline, retries by tenacity."""
-
-    def __init__(self, policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool]) -> None:
+    def __init__(
+        self, policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool], started: float
+    ) -> None:
         self.policy = policy
         self.attempts = attempts
         self.timer = tap.timer
         self.may_retry = may_retry
         self.first_error: Optional[BaseException] = None
         self._hedged = False
-        self._started = time.monotonic()
+        self._started = started
+        """``time.monotonic()`` when the call started: the policy's deadline counts from there."""
         self._step = 0
         self._retries: Any = None
+
+    def take(self, exc: BaseException) -> bool:
+        """Whether the first attempt's failure ``exc`` is retried (if not, the caller re-raises it)."""
+        if self.attempts > 1 and self.should_retry(exc):
+            self.first_error = exc
+            return True
+        return False
 
     def should_retry(self, exc: BaseException) -> bool:
         """Whether ``exc`` may be retried now (the TTFT deadline hedges once, then never again)."""
@@ -139,41 +132,29 @@ class _Attempts:
         return wait
 
     def __iter__(self) -> Iterator[Any]:
-        yield _FirstAttempt(self)
-        if self.first_error is None:
-            return
         wait = self._first_wait()
         if wait is None:
-            raise self.first_error
+            raise self.first_error  # type: ignore[misc]
         self.policy.sleep(wait)
         yield from self._retrying(is_async=False)
 
-    # Async: an iterator object, not an async generator, so a call that succeeds first time
-    # builds no generator for the event loop to track (asyncgen hooks, a weak set entry).
-    def __aiter__(self) -> "_Attempts":
+    # Async: an iterator object, not an async generator (no generator for the event loop to track).
+    def __aiter__(self) -> "_Retries":
         return self
 
     async def __anext__(self) -> Any:
-        step = self._step
-        if step == 0:
+        if self._step == 0:
             self._step = 1
-            return _FirstAttempt(self)
-        if step == 1:
-            self._step = 2
-            if self.first_error is None:
-                raise StopAsyncIteration
             wait = self._first_wait()
             if wait is None:
-                raise self.first_error
+                raise self.first_error  # type: ignore[misc]
             await asyncio.sleep(wait)
             self._retries = self._retrying(is_async=True).__aiter__()
-        if self._retries is None:
-            raise StopAsyncIteration
         return await self._retries.__anext__()
 
 
-def _controller(policy: RetryPolicy, attempts: int, tap: Tap, may_retry: Callable[[BaseException], bool], is_async: bool) -> Any:
-    return _Attempts(policy, attempts, tap, may_retry)
+def _always(exc: BaseException) -> bool:
+    return True
 
 
 class _Watchdog:
@@ -318,166 +299,233 @@ async def _aclose_quietly(raw: Any) -> None:
 
 
 # -- the caller iterates -------------------------------------------------------------------
+#
+# Each driver runs its first attempt inline and makes a `_Retries` only when that attempt fails
+# with something worth retrying; the attempt itself is one function, run the same way both times.
+# ``seen`` holds the last attempt's raw stream (and accumulator), for the error of a failed call.
+
+
+def _stream_attempt(tap: Tap, send: Callable[[], S], policy: RetryPolicy, raw_of: Optional[Callable[[S], Any]], seen: list[Any]) -> tuple[S, Any, list[Any]]:
+    """One attempt: send, then hold events back until the first token (within the TTFT deadline)."""
+    timer = tap.timer
+    if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
+        tap.new_attempt()
+    with sending(timer):
+        obj = send()
+    raw = seen[0] = obj if raw_of is None else raw_of(obj)
+    tap.opened(raw)
+    watchdog = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
+    try:
+        return obj, raw, _hold_back(raw, tap)
+    except Exception as exc:
+        _close_quietly(raw)
+        if watchdog.fired:
+            timer.record.ttft_deadline_hits += 1
+            raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
+        raise
+    finally:
+        watchdog.cancel()
 
 
 def open_stream_retrying(
-    tap: Tap, send: Callable[[], S], policy: RetryPolicy, attempts: int, raw_of: Callable[[S], Any] = _identity
+    tap: Tap, send: Callable[[], S], policy: RetryPolicy, attempts: int, raw_of: Optional[Callable[[S], Any]] = None
 ) -> S:
     """Send, hold events back until the first token, retry failures before it; then hand over."""
-    timer = tap.timer
-    controller = _controller(policy, attempts, tap, lambda exc: True, is_async=False)
+    started = time.monotonic()
+    seen: list[Any] = [None]
     try:
-        for attempt in controller:
-            with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
-                    tap.new_attempt()
-                with sending(timer):
-                    obj = send()
-                raw = raw_of(obj)
-                tap.opened(raw)
-                watchdog = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
-                try:
-                    held = _hold_back(raw, tap)
-                except Exception as exc:
-                    _close_quietly(raw)
-                    if watchdog.fired:
-                        timer.record.ttft_deadline_hits += 1
-                        raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
-                    raise
-                finally:
-                    watchdog.cancel()
+        retries = None
+        try:
+            obj, raw, held = _stream_attempt(tap, send, policy, raw_of, seen)
+        except Exception as exc:
+            retries = _Retries(policy, attempts, tap, _always, started)
+            if not retries.take(exc):
+                raise
+        if retries is not None:  # (outside the except block: a later failure is not chained to the first)
+            for attempt in retries:
+                with attempt:
+                    obj, raw, held = _stream_attempt(tap, send, policy, raw_of, seen)
     except BaseException as exc:
-        err = _sdk_error(tap, exc, raw if "raw" in locals() else None)
-        timer.fail(err)  # the record names what the caller gets
-        if err is exc:
-            raise
-        raise err from exc
+        _fail(tap, exc, seen[0])
     observe_stream(raw, tap, held)
     return obj
+
+
+async def _astream_attempt(
+    tap: Tap, send: Callable[[], Awaitable[S]], policy: RetryPolicy, raw_of: Optional[Callable[[S], Any]], seen: list[Any]
+) -> tuple[S, Any, list[Any]]:
+    """Async twin of `_stream_attempt` (the TTFT deadline is an ``asyncio`` timeout)."""
+    timer = tap.timer
+    if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
+        tap.new_attempt()
+    with sending(timer):
+        obj = await send()
+    raw = seen[0] = obj if raw_of is None else raw_of(obj)
+    tap.opened(raw)
+    deadline = _ttft_deadline(policy, tap)
+    try:
+        if deadline is None:
+            return obj, raw, await _ahold_back(raw, tap)
+        remaining = max(deadline - timer.attempt_elapsed(), 0.0)
+        try:
+            return obj, raw, await asyncio.wait_for(_ahold_back(raw, tap), remaining)
+        except asyncio.TimeoutError as exc:
+            timer.record.ttft_deadline_hits += 1
+            raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
+    except BaseException:
+        await _aclose_quietly(raw)
+        raise
 
 
 async def aopen_stream_retrying(
-    tap: Tap, send: Callable[[], Awaitable[S]], policy: RetryPolicy, attempts: int, raw_of: Callable[[S], Any] = _identity
+    tap: Tap, send: Callable[[], Awaitable[S]], policy: RetryPolicy, attempts: int, raw_of: Optional[Callable[[S], Any]] = None
 ) -> S:
-    """Async twin of `open_stream_retrying` (the TTFT deadline is an ``asyncio`` timeout)."""
-    timer = tap.timer
-    controller = _controller(policy, attempts, tap, lambda exc: True, is_async=True)
+    """Async twin of `open_stream_retrying`."""
+    started = time.monotonic()
+    seen: list[Any] = [None]
     try:
-        async for attempt in controller:
-            with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
-                    tap.new_attempt()
-                with sending(timer):
-                    obj = await send()
-                raw = raw_of(obj)
-                tap.opened(raw)
-                deadline = _ttft_deadline(policy, tap)
-                try:
-                    if deadline is None:
-                        held = await _ahold_back(raw, tap)
-                    else:
-                        remaining = max(deadline - timer.attempt_elapsed(), 0.0)
-                        try:
-                            held = await asyncio.wait_for(_ahold_back(raw, tap), remaining)
-                        except asyncio.TimeoutError as exc:
-                            timer.record.ttft_deadline_hits += 1
-                            raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
-                except BaseException:
-                    await _aclose_quietly(raw)
-                    raise
+        retries = None
+        try:
+            obj, raw, held = await _astream_attempt(tap, send, policy, raw_of, seen)
+        except Exception as exc:
+            retries = _Retries(policy, attempts, tap, _always, started)
+            if not retries.take(exc):
+                raise
+        if retries is not None:
+            async for attempt in retries:
+                with attempt:
+                    obj, raw, held = await _astream_attempt(tap, send, policy, raw_of, seen)
     except BaseException as exc:
-        err = _sdk_error(tap, exc, raw if "raw" in locals() else None)
-        timer.fail(err)  # the record names what the caller gets
-        if err is exc:
-            raise
-        raise err from exc
+        _fail(tap, exc, seen[0])
     observe_stream(raw, tap, held)
     return obj
+
+
+def _fail(tap: Tap, exc: BaseException, raw: Any) -> NoReturn:
+    """End the call with the error the caller gets (an SDK class where it has one), and raise it."""
+    err = _sdk_error(tap, exc, raw)
+    tap.timer.fail(err)  # the record names what the caller gets
+    if err is exc:
+        raise exc
+    raise err from exc
 
 
 # -- latencykit consumes the stream for a non-streaming caller -----------------------------
 
 
+def _complete_attempt(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, new_acc: Callable[[], Accumulator], seen: list[Any]) -> Any:
+    """One attempt of a non-streaming call: stream it to the end, return the reassembled object."""
+    timer = tap.timer
+    if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
+        tap.new_attempt()
+    with sending(timer):
+        raw = seen[0] = send()
+    tap.opened(raw)
+    acc = seen[1] = new_acc()
+    watchdog: Optional[_Watchdog] = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
+    see = tap.__call__
+    try:
+        with raw:
+            for event in raw:
+                try:
+                    see(event)
+                except Exception:
+                    pass
+                if watchdog is not None and timer.saw_token:
+                    watchdog.cancel()
+                    watchdog = None
+                acc.feed(event)
+    except Exception as exc:
+        if watchdog is not None and watchdog.fired:
+            timer.record.ttft_deadline_hits += 1
+            raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
+        raise
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+    _raise_reported(tap, raw)
+    return acc.result(timer.saw_terminal)
+
+
 def complete_retrying(tap: Tap, send: Callable[[], Any], policy: RetryPolicy, attempts: int, new_acc: Callable[[], Accumulator]) -> Any:
     """Stream the call to the end and return the reassembled object; retry what is safe."""
-    timer = tap.timer
-    may_retry = lambda exc: policy.retry_interrupted or not timer.saw_token  # noqa: E731
-    controller = _controller(policy, attempts, tap, may_retry, is_async=False)
+    started = time.monotonic()
+    seen: list[Any] = [None, None]
     try:
-        for attempt in controller:
-            with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
-                    tap.new_attempt()
-                with sending(timer):
-                    raw = send()
-                tap.opened(raw)
-                acc = new_acc()
-                watchdog: Optional[_Watchdog] = _Watchdog(tap, _ttft_deadline(policy, tap), getattr(raw, "response", None))
-                see = tap.__call__
-                try:
-                    with raw:
-                        for event in raw:
-                            try:
-                                see(event)
-                            except Exception:
-                                pass
-                            if watchdog is not None and timer.saw_token:
-                                watchdog.cancel()
-                                watchdog = None
-                            acc.feed(event)
-                except Exception as exc:
-                    if watchdog is not None and watchdog.fired:
-                        timer.record.ttft_deadline_hits += 1
-                        raise TTFTDeadlineExceeded(f"no first token within {policy.ttft_deadline} s") from exc
-                    raise
-                finally:
-                    if watchdog is not None:
-                        watchdog.cancel()
-                _raise_reported(tap, raw)
-                result = acc.result(timer.saw_terminal)
+        retries = None
+        try:
+            result = _complete_attempt(tap, send, policy, new_acc, seen)
+        except Exception as exc:
+            retries = _Retries(policy, attempts, tap, _may_retry_complete(tap, policy), started)
+            if not retries.take(exc):
+                raise
+        if retries is not None:
+            for attempt in retries:
+                with attempt:
+                    result = _complete_attempt(tap, send, policy, new_acc, seen)
     except BaseException as exc:
-        err = _final_error(tap, exc, raw if "raw" in locals() else None, acc if "acc" in locals() else None)
-        timer.fail(err)  # the record names what the caller gets
-        if err is exc:
-            raise
-        raise err from exc
-    timer.exhausted()
+        _fail_complete(tap, exc, seen)
+    tap.timer.exhausted()
     return result
+
+
+async def _acomplete_attempt(
+    tap: Tap, send: Callable[[], Awaitable[Any]], policy: RetryPolicy, new_acc: Callable[[], Accumulator], seen: list[Any]
+) -> Any:
+    """Async twin of `_complete_attempt`."""
+    timer = tap.timer
+    if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
+        tap.new_attempt()
+    with sending(timer):
+        raw = seen[0] = await send()
+    tap.opened(raw)
+    acc = seen[1] = new_acc()
+    consume = _aconsume(raw, tap, acc)
+    deadline = _ttft_deadline(policy, tap)
+    if deadline is None:
+        await consume
+    else:
+        await _with_ttft_deadline(consume, tap, deadline)
+    _raise_reported(tap, raw)
+    return acc.result(timer.saw_terminal)
 
 
 async def acomplete_retrying(
     tap: Tap, send: Callable[[], Awaitable[Any]], policy: RetryPolicy, attempts: int, new_acc: Callable[[], Accumulator]
 ) -> Any:
     """Async twin of `complete_retrying`."""
-    timer = tap.timer
-    may_retry = lambda exc: policy.retry_interrupted or not timer.saw_token  # noqa: E731
-    controller = _controller(policy, attempts, tap, may_retry, is_async=True)
-    raw: Any = None
+    started = time.monotonic()
+    seen: list[Any] = [None, None]
     try:
-        async for attempt in controller:
-            with attempt:
-                if timer.new_attempt():  # a retry: the tap forgets the abandoned attempt
-                    tap.new_attempt()
-                with sending(timer):
-                    raw = await send()
-                tap.opened(raw)
-                acc = new_acc()
-                consume = _aconsume(raw, tap, acc)
-                deadline = _ttft_deadline(policy, tap)
-                if deadline is None:
-                    await consume
-                else:
-                    await _with_ttft_deadline(consume, tap, deadline)
-                _raise_reported(tap, raw)
-                result = acc.result(timer.saw_terminal)
+        retries = None
+        try:
+            result = await _acomplete_attempt(tap, send, policy, new_acc, seen)
+        except Exception as exc:
+            retries = _Retries(policy, attempts, tap, _may_retry_complete(tap, policy), started)
+            if not retries.take(exc):
+                raise
+        if retries is not None:
+            async for attempt in retries:
+                with attempt:
+                    result = await _acomplete_attempt(tap, send, policy, new_acc, seen)
     except BaseException as exc:
-        err = _final_error(tap, exc, raw, acc if "acc" in locals() else None)
-        timer.fail(err)  # the record names what the caller gets
-        if err is exc:
-            raise
-        raise err from exc
-    timer.exhausted()
+        _fail_complete(tap, exc, seen)
+    tap.timer.exhausted()
     return result
+
+
+def _may_retry_complete(tap: Tap, policy: RetryPolicy) -> Callable[[BaseException], bool]:
+    """A non-streaming call is retried after content only if the policy says so: the caller saw none of it."""
+    timer = tap.timer
+    return lambda exc: policy.retry_interrupted or not timer.saw_token
+
+
+def _fail_complete(tap: Tap, exc: BaseException, seen: list[Any]) -> NoReturn:
+    err = _final_error(tap, exc, seen[0], seen[1])
+    tap.timer.fail(err)  # the record names what the caller gets
+    if err is exc:
+        raise exc
+    raise err from exc
 
 
 async def _aconsume(raw: Any, tap: Tap, acc: Accumulator) -> None:
