@@ -128,7 +128,7 @@ def test_every_read_sees_the_calls_not_yet_folded() -> None:
     recorder = lk.Recorder()
     n = FOLD_BATCH + 7  # one full batch folded on the way, 7 still pending
     for i in range(n):
-        recorder.record(_rec(0.1 + i / 1000), [0.01, 0.02])
+        recorder.record(_rec(0.1 + i / (10 * n)), [0.01, 0.02])  # all below the 0.5 merged in below
     assert recorder.summary().calls == n and recorder.summary()["itl"].count == 2 * n
     more = lk.Recorder()
     more.record(_rec(0.5))  # pending in `more` when merged

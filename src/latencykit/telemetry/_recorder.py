@@ -9,7 +9,12 @@ folded into the per-group sketches in batches of `FOLD_BATCH` records, or as soo
 anything reads the statistics (`summary`, `stats`, `merge`, `to_dict`). One call then
 touches a deque and a list instead of a group look-up and five sketches: on a shared
 machine whose caches have gone cold between calls, that is ~60 µs per call down to a few.
-Readers never see the difference: every read folds what is pending first.
+The batch is large because a fold also costs the calls around it: it brings the sketches'
+code and numpy's into the CPU caches and evicts what the SDK's next calls would have found
+there. Folding every 64 records cost a short async stream ~0.5 % of its client CPU
+(``benchmarks/overhead.py``: paired against not folding at all); every 1,024, nothing
+measurable. What waits is bounded: 1,024 records and `_FOLD_GAPS` chunk gaps (~2 MB as Python
+floats at most). Readers never see the difference: every read folds what is pending first.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ logger = logging.getLogger("latencykit")
 
 Listener = Callable[[CallRecord], None]
 
-FOLD_BATCH = 64
+FOLD_BATCH = 1024
 """Records buffered before they are folded into the sketches (reads fold at once)."""
 _FOLD_GAPS = 65_536
 """…or as soon as the buffered records hold this many chunk gaps (bounded memory)."""
@@ -52,7 +57,8 @@ class Recorder:
     Thread-safe; one instance may be shared by several clients
     (``lk.Anthropic(..., recorder=shared)``). Memory is bounded: ``max_calls`` records, and
     per group — (provider, model, operation, cache state), at most ``max_groups`` — one
-    sketch per metric of a few KB (relative accuracy ``relative_accuracy``). Summaries come
+    sketch per metric of a few KB (relative accuracy ``relative_accuracy``), plus up to 1,024
+    records (and their chunk gaps) waiting to be folded into the sketches. Summaries come
     from the sketches, so they cover every call since creation, not only the retained ones.
     """
 
