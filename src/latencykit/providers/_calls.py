@@ -142,6 +142,10 @@ def sdk_client(client: Any) -> Any:
     twin = client.__dict__.get("_lk_twin")
     if twin is None:
         twin = type(client)._lk_sdk_base.copy(client, max_retries=0)
+        # The SDK's copy() does not carry strict response validation over: the caller's calls,
+        # sent through the twin, must still be validated as the caller asked.
+        if getattr(client, "_strict_response_validation", False):
+            twin._strict_response_validation = True
         client.__dict__["_lk_twin"] = twin
     return twin
 

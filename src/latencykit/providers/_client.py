@@ -31,6 +31,7 @@ from ._calls import Settings
 from ._http import Endpoints, async_request, sync_request
 from ._prewarm import prewarm
 from ._sse import check_ahead
+from ._fast_models import Shapes, plan_models, process_response_data
 
 __all__ = ["client_class", "clone_as", "is_latency_client", "make_settings", "LatencyClientOptions"]
 
@@ -118,6 +119,7 @@ def _init(
     type(self)._lk_sdk_base.__init__(self, *args, **kwargs)
     self._lk = settings
     check_ahead(self)
+    plan_models(self)
 
 
 def _copy_client(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -140,12 +142,18 @@ _classes: dict[type, type] = {}
 
 
 def client_class(
-    base: type, resources: dict[str, Callable[[Any], Any]], provider: str, doc: str = "", endpoints: Optional[Endpoints] = None
+    base: type,
+    resources: dict[str, Callable[[Any], Any]],
+    provider: str,
+    doc: str = "",
+    endpoints: Optional[Endpoints] = None,
+    shapes: Optional[Shapes] = None,
 ) -> type:
     """The latencykit subclass of SDK client class ``base`` (cached per base).
 
     ``resources`` replace the SDK's (the paths latencykit streams itself); ``endpoints`` are
-    the model endpoints whose other calls ``request()`` records.
+    the model endpoints whose other calls ``request()`` records; ``shapes`` the stream events
+    its ``_process_response_data`` builds directly once checked (`_fast_models`).
     """
     cls = _classes.get(base)
     if cls is not None:
@@ -162,7 +170,11 @@ def client_class(
         "_lk_sdk_base": base,
         "_lk_provider": provider,
         "_lk_endpoints": dict(endpoints or {}),
+        "_lk_shapes": dict(shapes or {}),
+        "_lk_plans": {},
     }
+    if shapes:  # (else the SDK's own, with no look-up per event)
+        namespace["_process_response_data"] = process_response_data
     for attr, factory in resources.items():
         namespace[attr] = functools.cached_property(factory)
     cls = type(base.__name__, (base,), namespace)

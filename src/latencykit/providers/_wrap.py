@@ -16,6 +16,7 @@ from ..telemetry._otel import Telemetry
 from ._client import client_class, clone_as, is_latency_client, make_settings
 from ._http import Endpoints
 from ._sse import check_ahead
+from ._fast_models import Shapes, plan_models
 
 __all__ = ["wrap"]
 
@@ -33,16 +34,17 @@ _PROVIDER_NAMES = {
 }
 
 
-def _plan(client: Any) -> tuple[dict[str, Any], str, Endpoints]:
-    """Which resources to observe on ``client``, its provider name, and its model endpoints."""
+def _plan(client: Any) -> tuple[dict[str, Any], str, Endpoints, Shapes]:
+    """Which resources to observe on ``client``, its provider name, its model endpoints, and the
+    stream events its ``_process_response_data`` may build directly (`_fast_models`)."""
     root = type(client).__module__.split(".", 1)[0]
     name = _PROVIDER_NAMES.get(type(client).__name__)
     if root == "anthropic" and hasattr(client, "messages"):
         is_async = isinstance(client.messages, anthropic.resources.AsyncMessages)
-        return (_ant.ASYNC_RESOURCES if is_async else _ant.RESOURCES), name or "anthropic", _ant.ENDPOINTS
+        return (_ant.ASYNC_RESOURCES if is_async else _ant.RESOURCES), name or "anthropic", _ant.ENDPOINTS, _ant.SHAPES
     if root == "openai" and hasattr(client, "chat") and hasattr(client, "responses"):
         is_async = isinstance(client.chat, openai.resources.chat.AsyncChat)
-        return (_oai.ASYNC_RESOURCES if is_async else _oai.RESOURCES), name or "openai", _oai.ENDPOINTS
+        return (_oai.ASYNC_RESOURCES if is_async else _oai.RESOURCES), name or "openai", _oai.ENDPOINTS, {}
     raise TypeError(
         "latencykit.wrap() expects an anthropic or openai SDK client, "
         f"got {type(client).__module__}.{type(client).__qualname__}"
@@ -84,8 +86,9 @@ def wrap(client: Any, *, recorder: Optional[Recorder] = None, telemetry: _Tel = 
             client._lk, recorder=fresh.recorder, planner=planner, retry=policy, semantic=fresh.semantic if semantic is not None else client._lk.semantic
         )
         return new
-    resources, provider, endpoints = _plan(client)
+    resources, provider, endpoints, shapes = _plan(client)
     settings = make_settings(provider, recorder, telemetry, cache, retry, semantic)
-    wrapped = clone_as(client, client_class(type(client), resources, provider, endpoints=endpoints), settings)
+    wrapped = clone_as(client, client_class(type(client), resources, provider, endpoints=endpoints, shapes=shapes), settings)
     check_ahead(wrapped)
+    plan_models(wrapped)
     return wrapped

@@ -19,8 +19,8 @@ from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.resources.beta import AsyncBeta, Beta
 from anthropic.resources.beta.messages import AsyncMessages as AsyncBetaMessages, Messages as BetaMessages
 from anthropic.resources.messages import AsyncMessages, Messages
-from anthropic.types import Message
-from anthropic.types.beta import BetaMessage
+from anthropic.types import Message, RawMessageStreamEvent
+from anthropic.types.beta import BetaMessage, BetaRawMessageStreamEvent
 
 from ..core._errors import EndedEarly
 from ..core._record import CallRecord
@@ -518,6 +518,19 @@ class _AsyncBeta(AsyncBeta):
 RESOURCES = {"messages": _Messages, "beta": _Beta}
 ASYNC_RESOURCES = {"messages": _AsyncMessages, "beta": _AsyncBeta}
 ENDPOINTS = {"/messages": Endpoint("messages", AnthropicTap, _on_message, Message)}
+
+def _deltas(kind: str, field: str) -> list[dict[str, Any]]:
+    """Probes of one ``content_block_delta`` shape: other values, an empty one, non-ASCII text."""
+    return [
+        {"type": "content_block_delta", "index": index, "delta": {"type": kind, field: text}}
+        for index, text in ((0, "Hello"), (3, ""), (1, " naïve 世界 🙂\n\"quoted\""))
+    ]
+
+
+_DELTAS = [_deltas("text_delta", "text"), _deltas("input_json_delta", "partial_json"), _deltas("thinking_delta", "thinking")]
+SHAPES = {RawMessageStreamEvent: _DELTAS, BetaRawMessageStreamEvent: _DELTAS}
+"""The stream events built directly once checked against the SDK (`_fast_models`): the deltas of
+text, tool input and thinking, nearly every event of a stream."""
 """Calls to ``…/messages`` that no observed method sent (raw responses, ``client.post()``) are recorded by ``request()``."""
 
 if TYPE_CHECKING:
@@ -536,6 +549,7 @@ else:
         "``anthropic.Anthropic`` that always streams and records every call in ``client.latency``.\n\n"
         "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
         endpoints=ENDPOINTS,
+        shapes=SHAPES,
     )
     AsyncAnthropic = client_class(
         anthropic.AsyncAnthropic,
@@ -544,4 +558,5 @@ else:
         "``anthropic.AsyncAnthropic`` that always streams and records every call in ``client.latency``.\n\n"
         "Takes exactly the SDK's constructor arguments, plus ``recorder=`` (a shared `Recorder`) and ``cache=`` (a `CachePolicy`, ``\"auto\"`` or ``\"off\"``).",
         endpoints=ENDPOINTS,
+        shapes=SHAPES,
     )
