@@ -23,8 +23,8 @@ from conftest import ANT_REQ, WEATHER_TOOL_ANT, Emulator
 REQUESTS = {
     "text": {**ANT_REQ, "max_tokens": 200},
     "tool": {**ANT_REQ, "tools": [WEATHER_TOOL_ANT], "tool_choice": {"type": "any"}},
-    "thinking": {"model": "claude-3-7-sonnet-latest", "max_tokens": 4096, "messages": ANT_REQ["messages"],
-                 "thinking": {"type": "enabled", "budget_tokens": 2048}},  # fmt: skip
+    "thinking": {**ANT_REQ, "max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 2048},
+                 "extra_headers": {"x-emulator-reasoning": "streamed"}},  # fmt: skip
 }
 DELTAS = {"text": "text_delta", "tool": "input_json_delta", "thinking": "thinking_delta"}
 
