@@ -23,12 +23,13 @@ well above the instruction ratio means latencykit's cost is in how its code runs
 
 ``--l2`` counts, with Valgrind's cachegrind instead, the misses per call of this machine's L2
 cache (its size, ways and line read from ``/sys/devices/system/cpu/cpu0/cache``; L1 likewise),
-instructions and data together, for each client. Deterministic like the instruction count, it
-shows what the time column alone cannot: where latencykit's few extra instructions cost far
+instructions and data together, for each client. Free of the machine's noise (two runs agree
+within ~10 %: each records its answers anew, and memory layout moves), it shows what the time
+column alone cannot: where latencykit's few extra instructions cost far
 more than their share, its code and data have pushed the call's working set past the L2. (On an
 AMD EPYC with a 1 MB L2, before the #39 changes: 2,834 misses per call for the raw SDK, 6,165
-for latencykit; with the L2 simulated at 2 MB, about 0 and 100. After them: 3,007 and 6,085 at
-1 MB. The extra misses remain; the stream events latencykit now builds directly save more than
+for latencykit; with the L2 simulated at 2 MB, about 0 and 100. After them: 2,663-3,007 and
+5,990-6,085 at 1 MB (two runs). The extra misses remain; the stream events latencykit now builds directly save more than
 they cost, and its CPU time per call is below the SDK's.)
 
 Needs ``valgrind`` (Debian: ``apt-get install valgrind``); ``setarch -R`` where present.
